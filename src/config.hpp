@@ -1,0 +1,77 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace shim {
+
+enum class inhibit_mode { automatic, required, off };
+enum class forward_policy { automatic, always, never };
+enum class log_format { text, json };
+
+struct listen_address {
+  std::string host;  // literal IPv4 or IPv6 address, without brackets
+  std::uint16_t port = 0;
+  friend bool operator==(const listen_address&, const listen_address&) = default;
+};
+
+// How the shim finds the process it signals. At most one of these is set.
+struct target_spec {
+  std::optional<pid_t> pid;
+  std::string pidfile;
+  std::string name;                  // matched against /proc/PID/comm
+  std::vector<std::string> command;  // wrapper mode: the shim starts it as its child
+
+  bool wrapper() const { return !command.empty(); }
+  bool any() const { return pid || !pidfile.empty() || !name.empty() || wrapper(); }
+};
+
+struct config {
+  enum class action { run, help, version };
+  action what = action::run;
+
+  std::vector<listen_address> listen{{"0.0.0.0", 6080}};
+  std::chrono::nanoseconds drain_delay = std::chrono::seconds(70);
+  std::chrono::nanoseconds signal_delay{0};
+  std::chrono::nanoseconds exit_timeout = std::chrono::seconds(65);
+  int signal = 15;  // SIGTERM
+  target_spec target;
+  inhibit_mode inhibit = inhibit_mode::automatic;
+  forward_policy forward_on_sigterm = forward_policy::automatic;
+  std::string event_log;
+  log_format format = log_format::text;
+};
+
+// A bad flag or value. The message is one line naming the flag and what is wrong.
+class usage_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Parses argv (without argv[0]). Throws usage_error.
+config parse_flags(std::span<const std::string_view> args);
+
+// Go's time.ParseDuration syntax as Kubernetes users write it: "70s", "1m30s", "250ms", "0".
+// Negative durations are refused. Throws std::invalid_argument with the reason.
+std::chrono::nanoseconds parse_duration(std::string_view text);
+
+// Go-style rendering for logs: "1m10s", "250ms", "0s".
+std::string format_duration(std::chrono::nanoseconds d);
+
+// "TERM", "SIGTERM", "15", "sigterm" -> 15. Throws std::invalid_argument.
+int parse_signal(std::string_view text);
+
+// 15 -> "SIGTERM"; unknown numbers render as "signal N".
+std::string signal_name(int signal);
+
+std::string usage_text();
+
+}  // namespace shim

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <cerrno>
+#include <string>
+#include <system_error>
+
+namespace shim {
+
+// Negative errno (sd-bus style) or -1/errno (libc style) becomes a std::system_error once, at the
+// boundary, with the operation that failed as its context.
+[[noreturn]] inline void throw_errno(int error, const std::string& context) {
+  throw std::system_error(error < 0 ? -error : error, std::generic_category(), context);
+}
+
+// For sd-bus and other calls that return a negative errno on failure.
+inline int check_negative_errno(int r, const std::string& context) {
+  if (r < 0) throw_errno(r, context);
+  return r;
+}
+
+// For libc calls that return -1 and set errno.
+inline int check_libc(int r, const std::string& context) {
+  if (r < 0) throw_errno(errno, context);
+  return r;
+}
+
+}  // namespace shim

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shim {
+
+// What the shim knows about itself, read by the HTTP server (/readyz, /metrics) and sd_notify STATUS=.
+// Written only from the event loop's thread; there is no other thread.
+struct shim_status {
+  enum class inhibitor_state {
+    disabled,    // --inhibit=off
+    pending,     // first attempt not finished yet
+    held,        // we hold a delay lock
+    retrying,    // not held; retrying with backoff (auto mode or after the bus was lost)
+    released,    // released at the end of a shutdown hold
+  };
+
+  bool listener_bound = false;
+  inhibitor_state inhibitor = inhibitor_state::pending;
+  std::string inhibitor_detail;  // why it is not held, when it is not
+
+  // Set in the same loop iteration as the trigger; cleared only when a shutdown is cancelled.
+  bool draining = false;
+  std::optional<std::chrono::system_clock::time_point> draining_since;
+  std::string drain_cause;  // "PrepareForShutdown(true) from :1.3", "SIGTERM", ...
+
+  // After a cancelled shutdown whose signal was already sent: unready until a target runs again.
+  bool waiting_for_target = false;
+
+  std::chrono::nanoseconds drain_delay{0};
+  std::chrono::nanoseconds hold_needed{0};  // drain-delay + exit-timeout
+  std::optional<std::uint64_t> logind_delay_max_usec;
+  std::uint64_t signals_forwarded = 0;
+  std::map<unsigned, std::uint64_t> http_requests_by_code;
+
+  // The inhibitor check fails only until the first attempt has finished: a lock that cannot be taken
+  // (auto mode) or is briefly lost with the bus is a transient fault, reported but not turned into
+  // unreadiness. A shutdown is.
+  bool ready() const;
+
+  // logind would end the hold before the shim does.
+  bool logind_delay_too_short() const;
+  std::optional<std::string> logind_delay_warning() const;
+
+  struct check {
+    std::string name;
+    bool ok;
+    std::string detail;  // empty when ok and nothing to add
+  };
+  // kube-style checks for /readyz?verbose, in a stable order.
+  std::vector<check> checks() const;
+};
+
+}  // namespace shim

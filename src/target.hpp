@@ -1,0 +1,60 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <functional>
+#include <list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "unique_fd.hpp"
+
+namespace shim {
+
+// A process reached through a pidfd (pidfd_open + pidfd_send_signal), so that a signal can never hit
+// a process that reused the PID.
+class process_handle {
+ public:
+  // nullopt when no such process exists (ESRCH). Throws std::system_error on other errors.
+  static std::optional<process_handle> open(pid_t pid);
+  process_handle(pid_t pid, unique_fd pidfd) : pid_(pid), fd_(std::move(pidfd)) {}
+
+  pid_t pid() const { return pid_; }
+  int fd() const { return fd_.get(); }
+  unique_fd release_fd() { return std::move(fd_); }
+
+  // false when the process has already exited. Throws std::system_error on other errors.
+  bool send_signal(int signal) const;
+
+ private:
+  pid_t pid_;
+  unique_fd fd_;
+};
+
+// Finds the attach-mode target now: the PID given, the PID in the pidfile, or every process whose
+// /proc/PID/comm equals the name (never the shim itself). An empty result carries the reason.
+struct resolved_target {
+  std::vector<pid_t> pids;
+  std::string reason;  // why nothing was found, for the log
+};
+resolved_target resolve_target(const target_spec& spec, const std::string& proc_root = "/proc");
+
+// Watches processes for exit through their pidfds on the io_context; no polling.
+class exit_watcher {
+ public:
+  explicit exit_watcher(boost::asio::io_context& io) : io_(io) {}
+  // Calls on_exit(pid) once when that process has exited. Takes ownership of the pidfd.
+  void watch(process_handle process, std::function<void(pid_t)> on_exit);
+  std::size_t watching() const { return watched_.size(); }
+  void clear();
+
+ private:
+  boost::asio::io_context& io_;
+  std::list<boost::asio::posix::stream_descriptor> watched_;
+};
+
+}  // namespace shim
