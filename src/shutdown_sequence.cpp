@@ -1,1 +1,231 @@
-// placeholder: being written
+#include "shutdown_sequence.hpp"
+
+#include <algorithm>
+
+namespace shim {
+
+namespace {
+
+using action = shutdown_sequence::action;
+using kind = action::kind;
+
+action make(kind what, std::string message = {}) { return action{what, std::move(message), {}, {}}; }
+
+action note(std::string message, std::optional<event_kind> event = std::nullopt) {
+  return action{kind::note, std::move(message), event, {}};
+}
+
+}  // namespace
+
+shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_kind kind,
+                                                      const std::string& cause,
+                                                      forward_decision decision) {
+  actions out;
+  const bool from_signal = kind != trigger_kind::prepare_for_shutdown;
+  if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
+    start(now, kind, cause, decision, out);
+  } else {
+    // One signal per shutdown: later triggers are logged, never forwarded again.
+    out.push_back(note(cause + " while already shutting down: not forwarding again"));
+    if (from_signal) stop_requested_ = true;
+    if (decision_ == decision_state::pending && !from_signal) {
+      decide(true, "PrepareForShutdown shows the system is going down", out);
+    }
+    if (phase_ == phase::released && from_signal) request_exit(out);
+  }
+  advance(now, out);
+  return out;
+}
+
+void shutdown_sequence::start(time_point now, trigger_kind kind, const std::string& cause,
+                              forward_decision decision, actions& out) {
+  phase_ = phase::holding;
+  unready_at_ = now;
+  stop_requested_ = kind != trigger_kind::prepare_for_shutdown;
+  signal_sent_ = false;
+  drain_elapsed_ = false;
+  target_gone_ = !settings_.has_target;
+  decision_ = decision_state::pending;
+
+  out.push_back(
+      make(kind::become_unready,
+           "received " + cause + ", becoming unready, keeping the reboot on hold"));
+  out.push_back(make(kind::notify_stopping));
+  switch (decision) {
+    case forward_decision::forward:
+      decide(true, cause, out);
+      break;
+    case forward_decision::skip:
+      decide(false, cause + " with --forward-on-sigterm=never", out);
+      break;
+    case forward_decision::ask_system_state:
+      out.push_back(make(kind::ask_system_state));
+      break;
+  }
+}
+
+void shutdown_sequence::decide(bool forward, const std::string& why, actions& out) {
+  if (forward) {
+    decision_ = decision_state::forward;
+    return;
+  }
+  // Not our shutdown (a restart of the shim, or kubelet stopping the pod, which signals the
+  // apiserver itself): let go at once rather than hold anything.
+  decision_ = decision_state::skip;
+  out.push_back(note("not forwarding the signal: " + why + "; releasing the lock and exiting"));
+  phase_ = phase::released;
+  if (armed_) out.push_back(make(kind::cancel_timer));
+  armed_.reset();
+  out.push_back(make(kind::release_inhibitor));
+  request_exit(out);
+}
+
+shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool stopping,
+                                                           const std::string& state) {
+  actions out;
+  if (phase_ != phase::holding || decision_ != decision_state::pending) return out;
+  if (stopping) {
+    out.push_back(note("the system is going down (SystemState=" + state + "): forwarding"));
+    decide(true, state, out);
+  } else {
+    decide(false, "the system is not going down (SystemState=" + state + ")", out);
+  }
+  advance(now, out);
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
+  actions out;
+  if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
+    out.push_back(make(kind::retake_inhibitor));
+    return out;
+  }
+  if (stop_requested_ || decision_ == decision_state::skip) {
+    out.push_back(note(cause + ": ignored, the shim itself was asked to stop"));
+    return out;
+  }
+  out.push_back(note(cause + ": the shutdown was cancelled", event_kind::ShutdownCancelled));
+  if (armed_) out.push_back(make(kind::cancel_timer));
+  armed_.reset();
+  out.push_back(make(kind::retake_inhibitor));
+  if (!signal_sent_) {
+    phase_ = phase::idle;
+    out.push_back(make(kind::become_ready, "shutdown cancelled before the signal"));
+  } else if (settings_.wrapper) {
+    // The child had its signal and will exit; the shim exits with it.
+    phase_ = phase::awaiting_target;
+    if (target_gone_) request_exit(out);
+  } else {
+    phase_ = phase::awaiting_target;
+    out.push_back(make(kind::watch_target));
+  }
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
+                                                            const std::string& detail) {
+  actions out;
+  switch (phase_) {
+    case phase::idle:
+      if (settings_.wrapper) {
+        // The child ended on its own: nothing left to serve, so stop being ready and leave.
+        phase_ = phase::released;
+        unready_at_ = now;
+        target_gone_ = true;
+        out.push_back(make(kind::become_unready, detail + " on its own, becoming unready"));
+        request_exit(out);
+      }
+      break;
+    case phase::holding:
+      target_gone_ = true;
+      advance(now, out);
+      break;
+    case phase::released:
+      target_gone_ = true;
+      if (settings_.wrapper) request_exit(out);
+      break;
+    case phase::awaiting_target:
+      target_gone_ = true;
+      if (settings_.wrapper) request_exit(out);
+      break;
+  }
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::target_running() {
+  actions out;
+  if (phase_ != phase::awaiting_target) return out;
+  phase_ = phase::idle;
+  out.push_back(make(kind::become_ready, "a target is running again"));
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::timer_expired(time_point now) {
+  actions out;
+  armed_.reset();
+  advance(now, out);
+  return out;
+}
+
+void shutdown_sequence::request_exit(actions& out) {
+  if (exit_requested_) return;
+  exit_requested_ = true;
+  out.push_back(make(kind::exit));
+}
+
+shutdown_sequence::time_point shutdown_sequence::hard_deadline() const {
+  return unready_at_ + settings_.drain_delay + settings_.exit_timeout;
+}
+
+void shutdown_sequence::advance(time_point now, actions& out) {
+  if (phase_ != phase::holding) return;
+  if (!signal_sent_ && decision_ == decision_state::forward &&
+      now >= unready_at_ + settings_.signal_delay) {
+    signal_sent_ = true;
+    if (settings_.has_target) out.push_back(make(kind::forward_signal));
+  }
+  if (!drain_elapsed_ && now >= unready_at_ + settings_.drain_delay) {
+    drain_elapsed_ = true;
+    out.push_back(note("the drain delay has passed", event_kind::DrainElapsed));
+  }
+  // forward_signal may find no target; the edge then reports target_exited, which comes back here.
+  if (signal_sent_ && drain_elapsed_ && (target_gone_ || now >= hard_deadline())) {
+    if (!target_gone_) out.push_back(note("exit-timeout passed and the target is still running"));
+    phase_ = phase::released;
+    if (armed_) out.push_back(make(kind::cancel_timer));
+    armed_.reset();
+    out.push_back(make(kind::release_inhibitor));
+    if (stop_requested_ || (settings_.wrapper && target_gone_)) request_exit(out);
+    return;
+  }
+  update_timer(out);
+}
+
+std::optional<shutdown_sequence::time_point> shutdown_sequence::next_deadline() const {
+  std::optional<time_point> next;
+  auto consider = [&next](time_point t) {
+    if (!next || t < *next) next = t;
+  };
+  if (!signal_sent_ && decision_ == decision_state::forward) {
+    consider(unready_at_ + settings_.signal_delay);
+  }
+  if (!drain_elapsed_) {
+    consider(unready_at_ + settings_.drain_delay);
+  } else if (signal_sent_ && !target_gone_) {
+    consider(hard_deadline());
+  }
+  return next;
+}
+
+void shutdown_sequence::update_timer(actions& out) {
+  auto next = next_deadline();
+  if (next == armed_) return;
+  armed_ = next;
+  if (next) {
+    out.push_back(action{kind::arm_timer, {}, {}, *next});
+  } else {
+    out.push_back(make(kind::cancel_timer));
+  }
+}
+
+}  // namespace shim

@@ -1,1 +1,396 @@
-// placeholder: being written
+#include "shutdown_sequence.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+
+namespace shim {
+namespace {
+
+using namespace std::chrono_literals;
+using seq = shutdown_sequence;
+using kind = seq::action::kind;
+using tp = seq::time_point;
+
+const tp t0 = tp{} + 1000s;
+
+// The edges, faked: carries out actions against a fake clock and remembers what happened.
+struct fake_edges {
+  explicit fake_edges(seq::settings s) : machine(s) {}
+
+  seq machine;
+  std::optional<tp> timer;
+  int signals = 0;
+  int asks = 0;
+  int watches = 0;
+  std::optional<tp> signal_at;
+  std::optional<tp> released_at;
+  int releases = 0;
+  int retakes = 0;
+  int exits = 0;
+  int readies = 0;
+  int unreadies = 0;
+  std::vector<event_kind> events;
+  tp now = t0;
+
+  void apply(const seq::actions& actions) {
+    for (const auto& a : actions) {
+      switch (a.what) {
+        case kind::arm_timer:
+          EXPECT_GE(a.at, now) << "a timer in the past";
+          timer = a.at;
+          break;
+        case kind::cancel_timer:
+          timer.reset();
+          break;
+        case kind::forward_signal:
+          ++signals;
+          signal_at = now;
+          break;
+        case kind::release_inhibitor:
+          ++releases;
+          released_at = now;
+          break;
+        case kind::retake_inhibitor:
+          ++retakes;
+          break;
+        case kind::exit:
+          ++exits;
+          break;
+        case kind::become_ready:
+          ++readies;
+          break;
+        case kind::become_unready:
+          ++unreadies;
+          events.push_back(event_kind::ShutdownInitiated);
+          break;
+        case kind::ask_system_state:
+          ++asks;
+          break;
+        case kind::watch_target:
+          ++watches;
+          break;
+        case kind::note:
+          if (a.event) events.push_back(*a.event);
+          break;
+        case kind::notify_stopping:
+          break;
+      }
+    }
+  }
+
+  void at(tp t) {
+    // Fire every timer due up to t first, as the event loop would.
+    while (timer && *timer <= t) {
+      now = *timer;
+      timer.reset();
+      apply(machine.timer_expired(now));
+    }
+    now = t;
+  }
+  void pfs(tp t) {
+    at(t);
+    apply(machine.trigger(now, seq::trigger_kind::prepare_for_shutdown, "PrepareForShutdown(true)",
+                          seq::forward_decision::forward));
+  }
+  void sigterm(tp t, seq::forward_decision d = seq::forward_decision::forward) {
+    at(t);
+    apply(machine.trigger(now, seq::trigger_kind::sigterm, "SIGTERM", d));
+  }
+  void cancel(tp t) {
+    at(t);
+    apply(machine.cancel("PrepareForShutdown(false)"));
+  }
+  void target_exit(tp t) {
+    at(t);
+    apply(machine.target_exited(now, "target exited"));
+  }
+  void run_timers() {
+    while (timer) at(*timer);
+  }
+};
+
+seq::settings attach(std::chrono::seconds drain = 3s, std::chrono::seconds signal = 0s,
+                     std::chrono::seconds exit = 5s) {
+  return {drain, signal, exit, true, false};
+}
+
+TEST(ShutdownSequence, PrepareForShutdownTurnsUnreadyAndSignalsAtOnce) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  EXPECT_TRUE(e.machine.draining());
+  EXPECT_EQ(e.unreadies, 1);
+  EXPECT_EQ(e.signals, 1);
+  EXPECT_EQ(e.signal_at, t0);
+  EXPECT_EQ(e.releases, 0);
+  ASSERT_TRUE(e.timer);
+  EXPECT_EQ(*e.timer, t0 + 3s);
+}
+
+TEST(ShutdownSequence, HoldEndsAtDrainWhenTargetExitedEarly) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.target_exit(t0 + 1s);
+  EXPECT_EQ(e.releases, 0) << "the drain delay must pass first";
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+  EXPECT_EQ(e.releases, 1);
+  EXPECT_EQ(e.exits, 0) << "after PrepareForShutdown the shim keeps running, unready";
+  EXPECT_TRUE(e.machine.draining());
+  EXPECT_THAT(e.events, testing::ElementsAre(event_kind::ShutdownInitiated,
+                                             event_kind::DrainElapsed));
+}
+
+TEST(ShutdownSequence, HoldExtendsUntilTargetExits) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.at(t0 + 3s);
+  EXPECT_EQ(e.releases, 0);
+  ASSERT_TRUE(e.timer);
+  EXPECT_EQ(*e.timer, t0 + 8s) << "bounded by drain + exit-timeout";
+  e.target_exit(t0 + 4500ms);
+  EXPECT_EQ(e.released_at, t0 + 4500ms);
+  EXPECT_FALSE(e.timer);
+}
+
+TEST(ShutdownSequence, ExitTimeoutBoundsTheHold) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 8s);
+  e.target_exit(t0 + 20s);
+  EXPECT_EQ(e.releases, 1);
+}
+
+TEST(ShutdownSequence, SignalDelayDelaysTheSignal) {
+  fake_edges e(attach(3s, 1s));
+  e.pfs(t0);
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(*e.timer, t0 + 1s);
+  e.at(t0 + 1s);
+  EXPECT_EQ(e.signals, 1);
+  EXPECT_EQ(e.signal_at, t0 + 1s);
+}
+
+TEST(ShutdownSequence, NeverReleasesBeforeTheSignal) {
+  // A signal delay longer than drain + exit-timeout: the hold lasts until the signal went out.
+  fake_edges e(attach(1s, 10s, 2s));
+  e.pfs(t0);
+  e.run_timers();
+  EXPECT_EQ(e.signal_at, t0 + 10s);
+  EXPECT_EQ(e.released_at, t0 + 10s);
+}
+
+TEST(ShutdownSequence, OnlyOneSignalWhateverArrives) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.sigterm(t0 + 1s);
+  e.sigterm(t0 + 1s);
+  e.apply(e.machine.trigger(e.now, seq::trigger_kind::sigint, "SIGINT",
+                            seq::forward_decision::forward));
+  e.pfs(t0 + 2s);
+  e.run_timers();
+  EXPECT_EQ(e.signals, 1);
+  EXPECT_EQ(e.unreadies, 1);
+  EXPECT_EQ(e.exits, 1) << "the SIGTERM asked the shim to stop once the hold is over";
+}
+
+TEST(ShutdownSequence, SigtermAfterTheHoldExits) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.target_exit(t0 + 1s);
+  e.run_timers();
+  EXPECT_EQ(e.exits, 0);
+  e.sigterm(t0 + 30s);
+  EXPECT_EQ(e.exits, 1);
+  EXPECT_EQ(e.signals, 1);
+}
+
+TEST(ShutdownSequence, CancelBeforeSignalBecomesReadyAgain) {
+  fake_edges e(attach(3s, 2s));
+  e.pfs(t0);
+  e.cancel(t0 + 1s);
+  EXPECT_FALSE(e.machine.draining());
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_EQ(e.retakes, 1);
+  EXPECT_FALSE(e.timer);
+  e.run_timers();
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(e.releases, 0);
+  EXPECT_THAT(e.events, testing::ElementsAre(event_kind::ShutdownInitiated,
+                                             event_kind::ShutdownCancelled));
+}
+
+TEST(ShutdownSequence, CancelAfterSignalWaitsForTheTarget) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.cancel(t0 + 1s);
+  EXPECT_FALSE(e.machine.draining());
+  EXPECT_TRUE(e.machine.waiting_for_target());
+  EXPECT_EQ(e.watches, 1);
+  EXPECT_EQ(e.readies, 0);
+  e.apply(e.machine.target_running());
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_FALSE(e.machine.waiting_for_target());
+}
+
+TEST(ShutdownSequence, CancelAfterReleaseRetakesTheLock) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.target_exit(t0 + 1s);
+  e.run_timers();
+  EXPECT_EQ(e.releases, 1);
+  e.cancel(t0 + 10s);
+  EXPECT_EQ(e.retakes, 1);
+  EXPECT_TRUE(e.machine.waiting_for_target());
+}
+
+TEST(ShutdownSequence, NextShutdownAfterCancelSignalsAgain) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.cancel(t0 + 1s);
+  e.apply(e.machine.target_running());
+  e.pfs(t0 + 10s);
+  EXPECT_EQ(e.signals, 2) << "a new shutdown, a new signal";
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 18s);
+}
+
+TEST(ShutdownSequence, CancelIgnoredWhenTheShimWasAskedToStop) {
+  fake_edges e(attach());
+  e.sigterm(t0);
+  e.cancel(t0 + 1s);
+  EXPECT_TRUE(e.machine.draining());
+  EXPECT_EQ(e.retakes, 0);
+  e.run_timers();
+  EXPECT_EQ(e.exits, 1);
+}
+
+TEST(ShutdownSequence, SigtermWhileSystemRunningForwardsNothingAndExits) {
+  fake_edges e(attach());
+  e.sigterm(t0, seq::forward_decision::ask_system_state);
+  EXPECT_EQ(e.unreadies, 1) << "unready at once, before the answer";
+  EXPECT_EQ(e.asks, 1);
+  EXPECT_EQ(e.signals, 0);
+  e.apply(e.machine.system_state(t0 + 5ms, false, "running"));
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(e.releases, 1);
+  EXPECT_EQ(e.exits, 1);
+  EXPECT_FALSE(e.timer);
+}
+
+TEST(ShutdownSequence, SigtermWhileSystemStoppingForwardsAndHolds) {
+  fake_edges e(attach());
+  e.sigterm(t0, seq::forward_decision::ask_system_state);
+  e.apply(e.machine.system_state(t0 + 5ms, true, "stopping"));
+  EXPECT_EQ(e.signals, 1);
+  EXPECT_EQ(e.releases, 0);
+  e.target_exit(t0 + 1s);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+  EXPECT_EQ(e.exits, 1);
+}
+
+TEST(ShutdownSequence, PrepareForShutdownSettlesAPendingDecision) {
+  fake_edges e(attach());
+  e.sigterm(t0, seq::forward_decision::ask_system_state);
+  e.pfs(t0 + 1ms);
+  EXPECT_EQ(e.signals, 1);
+  e.apply(e.machine.system_state(t0 + 5ms, false, "running"));
+  EXPECT_EQ(e.releases, 0) << "a late answer does not undo the decision";
+  EXPECT_EQ(e.signals, 1);
+}
+
+TEST(ShutdownSequence, ForwardNeverReleasesAndExits) {
+  fake_edges e(attach());
+  e.sigterm(t0, seq::forward_decision::skip);
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(e.releases, 1);
+  EXPECT_EQ(e.exits, 1);
+}
+
+TEST(ShutdownSequence, NoTargetOnlyHoldsForTheDrain) {
+  fake_edges e({3s, 0s, 5s, false, false});
+  e.pfs(t0);
+  EXPECT_EQ(e.signals, 0);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+}
+
+TEST(ShutdownSequence, WrapperChildExitingOnItsOwnEndsTheShim) {
+  fake_edges e({3s, 0s, 5s, true, true});
+  e.target_exit(t0);
+  EXPECT_EQ(e.unreadies, 1);
+  EXPECT_EQ(e.exits, 1);
+  EXPECT_EQ(e.signals, 0);
+}
+
+TEST(ShutdownSequence, WrapperExitsAfterTheHoldOnceTheChildIsGone) {
+  fake_edges e({3s, 0s, 5s, true, true});
+  e.pfs(t0);
+  e.target_exit(t0 + 1s);
+  EXPECT_EQ(e.exits, 0) << "the load balancer still needs the drain";
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+  EXPECT_EQ(e.exits, 1);
+}
+
+TEST(ShutdownSequence, WrapperCancelAfterSignalExitsWithTheChild) {
+  fake_edges e({3s, 0s, 5s, true, true});
+  e.pfs(t0);
+  e.cancel(t0 + 1s);
+  EXPECT_EQ(e.exits, 0);
+  e.target_exit(t0 + 2s);
+  EXPECT_EQ(e.exits, 1);
+}
+
+// Every ordering of the inputs that can reach the machine during one shutdown, with the timers
+// fired in between as the loop would: the invariants hold in all of them.
+TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
+  enum input { pfs, sigterm, cancel, exit_target, pfs_again };
+  for (bool wrapper : {false, true}) {
+    for (auto signal_delay : {0s, 1s, 4s}) {
+      std::vector<input> inputs{pfs, sigterm, cancel, exit_target, pfs_again};
+      std::sort(inputs.begin(), inputs.end());
+      do {
+        for (std::chrono::milliseconds step : {500ms, 2000ms}) {
+          fake_edges e({3s, signal_delay, 5s, true, wrapper});
+          tp t = t0;
+          for (input in : inputs) {
+            switch (in) {
+              case pfs:
+              case pfs_again:
+                e.pfs(t);
+                break;
+              case sigterm:
+                e.sigterm(t);
+                break;
+              case cancel:
+                e.cancel(t);
+                break;
+              case exit_target:
+                e.target_exit(t);
+                break;
+            }
+            t += step;
+          }
+          e.run_timers();
+          SCOPED_TRACE(testing::Message() << "wrapper=" << wrapper << " step=" << step.count());
+          // Each shutdown starts with exactly one become_unready.
+          EXPECT_LE(e.signals, e.unreadies) << "at most one signal per shutdown";
+          EXPECT_LE(e.releases, e.unreadies);
+          if (e.released_at && e.signal_at) {
+            EXPECT_GE(*e.released_at, *e.signal_at) << "never released before the signal";
+          }
+          EXPECT_LE(e.exits, 1);
+          EXPECT_FALSE(e.timer) << "a timer left armed after everything settled";
+        }
+      } while (std::next_permutation(inputs.begin(), inputs.end()));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shim
