@@ -29,8 +29,8 @@ enum class event_kind {
 
 std::string_view to_string(event_kind kind);
 
-// Extra key/value pairs for a log line or an event, in the order given. Values are strings; JSON output
-// quotes them.
+// Extra key/value pairs for a log line or an event, in the order given. Values are strings; JSON
+// output quotes them.
 using log_fields = std::vector<std::pair<std::string, std::string>>;
 
 // Log lines to stderr, as text ("LEVEL message key=value") or as JSON lines. When stderr is the

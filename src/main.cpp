@@ -1,1 +1,68 @@
-int main() { return 0; }
+// shutdown-shim: holds a node's reboot until kube-apiserver has left the load balancer.
+#include <signal.h>
+
+#include <boost/asio/io_context.hpp>
+#include <cstdio>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "config.hpp"
+#include "event_log.hpp"
+#include "shutdown_shim.hpp"
+
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  shim::config cfg;
+  try {
+    cfg = shim::parse_flags(args);
+  } catch (const shim::usage_error& e) {
+    std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
+    return kExitUsage;
+  }
+  if (cfg.what == shim::config::action::help) {
+    std::fputs(shim::usage_text().c_str(), stdout);
+    return 0;
+  }
+  if (cfg.what == shim::config::action::version) {
+    std::printf("shutdown-shim %s\n", SHUTDOWN_SHIM_VERSION);
+    return 0;
+  }
+
+  // Writes to a closed HTTP peer must fail with EPIPE, not kill the shim. The child gets the
+  // default disposition back before exec.
+  signal(SIGPIPE, SIG_IGN);
+
+  auto log = shim::logger::for_stderr(cfg.format);
+  try {
+    shim::event_recorder events(log, cfg.event_log);
+    boost::asio::io_context io(1);
+    shim::shutdown_shim daemon(io, cfg, log, events);
+    daemon.start();
+    auto outcome = daemon.run();
+    switch (outcome.what) {
+      case shim::shim_outcome::kind::done:
+        return 0;
+      case shim::shim_outcome::kind::child_exited:
+        return outcome.child_exit_code;
+      case shim::shim_outcome::kind::inhibit_failed:
+        log.error("--inhibit=required: could not take the logind delay lock",
+                  {{"error", outcome.error}});
+        return kExitFailure;
+    }
+  } catch (const std::system_error& e) {
+    log.error(e.what());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    log.error(e.what());
+    return kExitFailure;
+  }
+  return kExitFailure;
+}

@@ -23,15 +23,15 @@ struct http_limits {
 using http_request = boost::beast::http::request<boost::beast::http::string_body>;
 using http_response = boost::beast::http::response<boost::beast::http::string_body>;
 
-// The pure part of the server: one request in, one response out. Counts the response's status code in
-// status.http_requests_by_code.
+// The pure part of the server: one request in, one response out. Counts the response's status code
+// in status.http_requests_by_code.
 http_response handle_request(shim_status& status, const http_request& request);
 
 // Prometheus text exposition format 0.0.4.
 std::string render_metrics(const shim_status& status);
 
-// GET/HEAD /readyz[?verbose], /livez, /healthz, /metrics over HTTP/1.1 with keep-alive. Async on the
-// io_context; a flood of idle or slow clients never delays the answer to a fresh probe.
+// GET/HEAD /readyz[?verbose], /livez, /healthz, /metrics over HTTP/1.1 with keep-alive. Async on
+// the io_context; a flood of idle or slow clients never delays the answer to a fresh probe.
 class readiness_server {
  public:
   readiness_server(boost::asio::io_context& io, shim_status& status, http_limits limits = {});

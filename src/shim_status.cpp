@@ -20,7 +20,8 @@ bool shim_status::logind_delay_too_short() const {
 std::optional<std::string> shim_status::logind_delay_warning() const {
   if (!logind_delay_too_short()) return std::nullopt;
   return fmt::format(
-      "logind's InhibitDelayMaxUSec is {} but drain-delay + exit-timeout is {}: logind will end the "
+      "logind's InhibitDelayMaxUSec is {} but drain-delay + exit-timeout is {}: logind will end "
+      "the "
       "hold early; set InhibitDelayMaxSec= in /etc/systemd/logind.conf.d/ above it",
       format_duration(std::chrono::microseconds(*logind_delay_max_usec)),
       format_duration(hold_needed));

@@ -9,15 +9,15 @@
 
 namespace shim {
 
-// What the shim knows about itself, read by the HTTP server (/readyz, /metrics) and sd_notify STATUS=.
-// Written only from the event loop's thread; there is no other thread.
+// What the shim knows about itself, read by the HTTP server (/readyz, /metrics) and sd_notify
+// STATUS=. Written only from the event loop's thread; there is no other thread.
 struct shim_status {
   enum class inhibitor_state {
-    disabled,    // --inhibit=off
-    pending,     // first attempt not finished yet
-    held,        // we hold a delay lock
-    retrying,    // not held; retrying with backoff (auto mode or after the bus was lost)
-    released,    // released at the end of a shutdown hold
+    disabled,  // --inhibit=off
+    pending,   // first attempt not finished yet
+    held,      // we hold a delay lock
+    retrying,  // not held; retrying with backoff (auto mode or after the bus was lost)
+    released,  // released at the end of a shutdown hold
   };
 
   bool listener_bound = false;
@@ -38,9 +38,9 @@ struct shim_status {
   std::uint64_t signals_forwarded = 0;
   std::map<unsigned, std::uint64_t> http_requests_by_code;
 
-  // The inhibitor check fails only until the first attempt has finished: a lock that cannot be taken
-  // (auto mode) or is briefly lost with the bus is a transient fault, reported but not turned into
-  // unreadiness. A shutdown is.
+  // The inhibitor check fails only until the first attempt has finished: a lock that cannot be
+  // taken (auto mode) or is briefly lost with the bus is a transient fault, reported but not turned
+  // into unreadiness. A shutdown is.
   bool ready() const;
 
   // logind would end the hold before the shim does.

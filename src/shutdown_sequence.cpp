@@ -9,10 +9,20 @@ namespace {
 using action = shutdown_sequence::action;
 using kind = action::kind;
 
-action make(kind what, std::string message = {}) { return action{what, std::move(message), {}, {}}; }
+action make(kind what, std::string message = {}) {
+  return action{what, std::move(message), {}, {}, {}};
+}
 
 action note(std::string message, std::optional<event_kind> event = std::nullopt) {
-  return action{kind::note, std::move(message), event, {}};
+  return action{kind::note, std::move(message), event, {}, {}};
+}
+
+action unready(std::string message, std::string cause) {
+  return action{kind::become_unready,
+                std::move(message),
+                event_kind::ShutdownInitiated,
+                {},
+                std::move(cause)};
 }
 
 }  // namespace
@@ -48,15 +58,14 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   decision_ = decision_state::pending;
 
   out.push_back(
-      make(kind::become_unready,
-           "received " + cause + ", becoming unready, keeping the reboot on hold"));
+      unready("received " + cause + ", becoming unready, keeping the reboot on hold", cause));
   out.push_back(make(kind::notify_stopping));
   switch (decision) {
     case forward_decision::forward:
       decide(true, cause, out);
       break;
     case forward_decision::skip:
-      decide(false, cause + " with --forward-on-sigterm=never", out);
+      decide(false, cause + " is not passed on by policy", out);
       break;
     case forward_decision::ask_system_state:
       out.push_back(make(kind::ask_system_state));
@@ -132,7 +141,7 @@ shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
         phase_ = phase::released;
         unready_at_ = now;
         target_gone_ = true;
-        out.push_back(make(kind::become_unready, detail + " on its own, becoming unready"));
+        out.push_back(unready(detail + " on its own, becoming unready", detail));
         request_exit(out);
       }
       break;
@@ -222,7 +231,7 @@ void shutdown_sequence::update_timer(actions& out) {
   if (next == armed_) return;
   armed_ = next;
   if (next) {
-    out.push_back(action{kind::arm_timer, {}, {}, *next});
+    out.push_back(action{kind::arm_timer, {}, {}, *next, {}});
   } else {
     out.push_back(make(kind::cancel_timer));
   }

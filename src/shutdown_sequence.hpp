@@ -36,13 +36,13 @@ class shutdown_sequence {
 
   struct action {
     enum class kind {
-      become_unready,     // message: why (event ShutdownInitiated)
-      become_ready,       // a cancelled shutdown is over
-      notify_stopping,    // sd_notify STOPPING=1
-      ask_system_state,   // is PID 1's manager stopping? answer with system_state()
-      forward_signal,     // resolve the target now and send it the signal
-      watch_target,       // re-resolve until a target runs again, then call target_running()
-      arm_timer,          // at: call timer_expired() then; replaces the previous timer
+      become_unready,    // message: why (event ShutdownInitiated)
+      become_ready,      // a cancelled shutdown is over
+      notify_stopping,   // sd_notify STOPPING=1
+      ask_system_state,  // is PID 1's manager stopping? answer with system_state()
+      forward_signal,    // resolve the target now and send it the signal
+      watch_target,      // re-resolve until a target runs again, then call target_running()
+      arm_timer,         // at: call timer_expired() then; replaces the previous timer
       cancel_timer,
       release_inhibitor,  // close the lock fd
       retake_inhibitor,   // take the lock again if it is not held
@@ -53,6 +53,7 @@ class shutdown_sequence {
     std::string message;
     std::optional<event_kind> event;
     time_point at{};
+    std::string cause;  // become_unready: what started the shutdown
 
     friend bool operator==(const action&, const action&) = default;
   };

@@ -1,1 +1,212 @@
-// placeholder: being written
+#include "target.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/error.hpp>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "errno_error.hpp"
+
+namespace shim {
+namespace {
+
+// The kernel keeps TASK_COMM_LEN - 1 bytes of the executable name in /proc/PID/comm.
+constexpr std::size_t comm_max = 15;
+
+// Reads at most `limit` bytes of a small file (pidfile, /proc entries). Returns 0 or an errno.
+// O_NONBLOCK so that a FIFO planted as pidfile cannot hang the shim.
+int read_small_file(const std::string& path, std::string& out, std::size_t limit = 4096) {
+  out.clear();
+  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd) return errno;
+  char buffer[512];
+  while (out.size() < limit) {
+    const ssize_t n = ::read(fd.get(), buffer, std::min(sizeof buffer, limit - out.size()));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) break;
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
+std::string_view trim(std::string_view s) {
+  constexpr std::string_view space = " \t\n\r\f\v";
+  const auto first = s.find_first_not_of(space);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(space) - first + 1);
+}
+
+// A positive decimal PID and nothing else (no sign, no trailing garbage).
+std::optional<pid_t> parse_pid(std::string_view text) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front()))) return std::nullopt;
+  long long value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  if (value <= 0 || value > INT_MAX) return std::nullopt;
+  return static_cast<pid_t>(value);
+}
+
+std::string proc_path(const std::string& proc_root, pid_t pid, std::string_view entry) {
+  return fmt::format("{}/{}/{}", proc_root, pid, entry);
+}
+
+// The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), or nullopt when the process is gone.
+// comm sits in parentheses and may itself contain ") ", so the state follows the last ')'.
+std::optional<char> process_state(const std::string& proc_root, pid_t pid) {
+  std::string stat;
+  if (read_small_file(proc_path(proc_root, pid, "stat"), stat) != 0) return std::nullopt;
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 >= stat.size()) return std::nullopt;
+  return stat[close + 2];
+}
+
+// Empty when PID names a live process; otherwise why not. A thread id also has a (hidden)
+// /proc/TID directory, but pidfd_open refuses it, so it is reported here instead.
+std::string check_pid(const std::string& proc_root, pid_t pid) {
+  std::string dir = fmt::format("{}/{}", proc_root, pid);
+  if (::access(dir.c_str(), F_OK) != 0) return fmt::format("no process with PID {}", pid);
+  std::string status;
+  if (read_small_file(proc_path(proc_root, pid, "status"), status) == 0) {
+    constexpr std::string_view tgid_key = "\nTgid:";
+    const auto at = status.find(tgid_key);
+    if (at != std::string::npos) {
+      auto line = std::string_view(status).substr(at + tgid_key.size());
+      const auto tgid = parse_pid(trim(line.substr(0, line.find('\n'))));
+      if (tgid && *tgid != pid) {
+        return fmt::format("PID {} is a thread of process {}, not a process", pid, *tgid);
+      }
+    }
+  }
+  return {};
+}
+
+resolved_target resolve_pid(const std::string& proc_root, pid_t pid) {
+  if (pid <= 0) return {{}, fmt::format("PID {} is not valid", pid)};
+  if (auto why = check_pid(proc_root, pid); !why.empty()) return {{}, std::move(why)};
+  return {{pid}, {}};
+}
+
+resolved_target resolve_pidfile(const std::string& proc_root, const std::string& path) {
+  std::string content;
+  // More than a PID line is malformed anyway; the limit only keeps a wrong path from costing much.
+  if (const int error = read_small_file(path, content, 256); error != 0) {
+    return {{}, fmt::format("pidfile {}: {}", path, std::strerror(error))};
+  }
+  const auto text = trim(content);
+  if (text.empty()) return {{}, fmt::format("pidfile {}: empty", path)};
+  const auto pid = parse_pid(text);
+  if (!pid) {
+    constexpr std::size_t shown = 40;
+    return {{},
+            fmt::format("pidfile {}: {:?}{} is not a PID", path, text.substr(0, shown),
+                        text.size() > shown ? "..." : "")};
+  }
+  if (auto why = check_pid(proc_root, *pid); !why.empty()) {
+    return {{}, fmt::format("pidfile {}: {}", path, why)};
+  }
+  return {{*pid}, {}};
+}
+
+resolved_target resolve_name(const std::string& proc_root, const std::string& name) {
+  const std::string_view comm_wanted = std::string_view(name).substr(0, comm_max);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(proc_root.c_str()), &::closedir);
+  if (!dir) return {{}, fmt::format("{}: {}", proc_root, std::strerror(errno))};
+  const pid_t self = ::getpid();
+  resolved_target result;
+  std::string comm;
+  // readdir only fails with EBADF, which cannot happen for a stream we opened.
+  while (const dirent* entry = ::readdir(dir.get())) {
+    const auto pid = parse_pid(entry->d_name);
+    if (!pid || *pid == self) continue;
+    // Any of these reads fails when the process exits meanwhile: it is simply not a match.
+    if (read_small_file(proc_path(proc_root, *pid, "comm"), comm) != 0) continue;
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    if (comm != comm_wanted) continue;
+    // A zombie (or a dead task about to vanish) cannot react to a signal any more.
+    const auto state = process_state(proc_root, *pid);
+    if (!state || *state == 'Z' || *state == 'X') continue;
+    result.pids.push_back(*pid);
+  }
+  if (result.pids.empty()) {
+    result.reason = fmt::format("no process named {}", name);
+  } else {
+    std::sort(result.pids.begin(), result.pids.end());
+  }
+  return result;
+}
+
+}  // namespace
+
+std::optional<process_handle> process_handle::open(pid_t pid) {
+  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0) {
+    if (errno == ESRCH) return std::nullopt;
+    throw_errno(errno, fmt::format("pidfd_open PID {}", pid));
+  }
+  return process_handle(pid, unique_fd(static_cast<int>(fd)));
+}
+
+bool process_handle::send_signal(int signal) const {
+  if (::syscall(SYS_pidfd_send_signal, fd_.get(), signal, nullptr, 0) == 0) return true;
+  if (errno == ESRCH) return false;
+  throw_errno(errno, fmt::format("send signal {} to PID {}", signal, pid_));
+}
+
+resolved_target resolve_target(const target_spec& spec, const std::string& proc_root) {
+  if (spec.pid) return resolve_pid(proc_root, *spec.pid);
+  if (!spec.pidfile.empty()) return resolve_pidfile(proc_root, spec.pidfile);
+  if (!spec.name.empty()) return resolve_name(proc_root, spec.name);
+  if (spec.wrapper()) return {{}, "wrapper mode: the target is the shim's own child"};
+  return {{}, "no target configured"};
+}
+
+void exit_watcher::watch(process_handle process, std::function<void(pid_t)> on_exit) {
+  const pid_t pid = process.pid();
+  unique_fd fd = process.release_fd();
+  if (!fd) throw_errno(EBADF, fmt::format("watch PID {}", pid));
+  watched_.emplace_back(io_);
+  const auto it = std::prev(watched_.end());
+  boost::system::error_code error;
+  it->assign(fd.get(), error);
+  if (error) {
+    watched_.erase(it);
+    throw_errno(error.value(), fmt::format("watch PID {}", pid));
+  }
+  fd.release();
+  // A pidfd becomes readable once the process has exited (zombie or reaped).
+  it->async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [this, it, pid, on_exit = std::move(on_exit)](const boost::system::error_code& ec) mutable {
+        // Aborted by clear() or by the watcher's destruction: `this` may be gone.
+        if (ec == boost::asio::error::operation_aborted) return;
+        // Any other completion means the pidfd is done for: treat it as the exit.
+        auto handler = std::move(on_exit);
+        watched_.erase(it);
+        // Last, so that the handler may watch(), clear() or even destroy the watcher.
+        if (handler) handler(pid);
+      });
+}
+
+void exit_watcher::clear() {
+  // Destroying a descriptor closes the pidfd and completes its wait with operation_aborted.
+  watched_.clear();
+}
+
+}  // namespace shim

@@ -15,8 +15,8 @@
 
 namespace shim {
 
-// A process reached through a pidfd (pidfd_open + pidfd_send_signal), so that a signal can never hit
-// a process that reused the PID.
+// A process reached through a pidfd (pidfd_open + pidfd_send_signal), so that a signal can never
+// hit a process that reused the PID.
 class process_handle {
  public:
   // nullopt when no such process exists (ESRCH). Throws std::system_error on other errors.

@@ -6,7 +6,8 @@
 
 namespace shim {
 
-// Owns one file descriptor; closing is the only way it is released, so a stale number is never closed.
+// Owns one file descriptor; closing is the only way it is released, so a stale number is never
+// closed.
 class unique_fd {
  public:
   unique_fd() = default;

@@ -1,1 +1,913 @@
-// placeholder: being written
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "readiness_server.hpp"
+
+namespace shim {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using namespace std::chrono_literals;
+
+shim_status ready_status() {
+  shim_status status;
+  status.listener_bound = true;
+  status.inhibitor = shim_status::inhibitor_state::held;
+  status.drain_delay = 70s;
+  status.hold_needed = 135s;
+  return status;
+}
+
+void start_drain(shim_status& status) {
+  status.draining = true;
+  status.draining_since = std::chrono::system_clock::time_point(1'700'000'000s);
+  status.drain_cause = "SIGTERM";
+}
+
+http_request make_request(http::verb method, std::string_view target, unsigned version = 11) {
+  http_request request{method, target, version};
+  request.set(http::field::host, "node");
+  return request;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+bool has_line(const std::string& text, std::string_view wanted) {
+  for (const auto& line : lines_of(text)) {
+    if (line == wanted) return true;
+  }
+  return false;
+}
+
+// What /readyz?verbose must say for the status's current checks.
+std::vector<std::string> expected_verbose_lines(const shim_status& status) {
+  std::vector<std::string> lines;
+  for (const auto& check : status.checks()) {
+    std::string line = (check.ok ? "[+]" : "[-]") + check.name + (check.ok ? " ok" : " failed");
+    if (!check.detail.empty()) line += ": " + check.detail;
+    lines.push_back(line);
+  }
+  lines.push_back(status.ready() ? "readyz check passed" : "readyz check failed");
+  return lines;
+}
+
+void expect_plain_text_headers(const http_response& response) {
+  EXPECT_EQ(response[http::field::content_type], "text/plain; charset=utf-8");
+  EXPECT_EQ(response["X-Content-Type-Options"], "nosniff");
+  EXPECT_EQ(response[http::field::cache_control], "no-store");
+}
+
+// ---------------------------------------------------------------------------------------------
+// handle_request and render_metrics, without a socket.
+
+TEST(HandleRequest, ReadyzReadyIs200Ok) {
+  auto status = ready_status();
+  ASSERT_TRUE(status.ready());
+  const auto response = handle_request(status, make_request(http::verb::get, "/readyz"));
+  EXPECT_EQ(response.result(), http::status::ok);
+  EXPECT_EQ(response.body(), "ok");
+  EXPECT_EQ(response[http::field::content_length], "2");
+  EXPECT_TRUE(response.keep_alive());
+  expect_plain_text_headers(response);
+}
+
+TEST(HandleRequest, ReadyzDrainingIs503WithReasonWithheld) {
+  auto status = ready_status();
+  start_drain(status);
+  ASSERT_FALSE(status.ready());
+  const auto response = handle_request(status, make_request(http::verb::get, "/readyz"));
+  EXPECT_EQ(response.result(), http::status::service_unavailable);
+  expect_plain_text_headers(response);
+  const auto lines = lines_of(response.body());
+  ASSERT_FALSE(lines.empty());
+  EXPECT_TRUE(has_line(response.body(), "[-]shutdown failed: reason withheld")) << response.body();
+  EXPECT_EQ(lines.back(), "readyz check failed");
+  // The plain form never shows the details.
+  EXPECT_EQ(response.body().find("SIGTERM"), std::string::npos) << response.body();
+}
+
+TEST(HandleRequest, ReadyzNotYetReadyIs503) {
+  shim_status status;  // listener not bound, inhibitor pending
+  ASSERT_FALSE(status.ready());
+  auto response = handle_request(status, make_request(http::verb::get, "/readyz"));
+  EXPECT_EQ(response.result(), http::status::service_unavailable);
+  EXPECT_EQ(lines_of(response.body()).back(), "readyz check failed");
+
+  status.listener_bound = true;
+  ASSERT_FALSE(status.ready());  // the first inhibitor attempt has not finished
+  response = handle_request(status, make_request(http::verb::get, "/readyz"));
+  EXPECT_EQ(response.result(), http::status::service_unavailable);
+  EXPECT_TRUE(has_line(response.body(), "[-]inhibitor failed: reason withheld")) << response.body();
+}
+
+TEST(HandleRequest, ReadyzVerboseListsChecks) {
+  auto status = ready_status();
+  for (const auto* target : {"/readyz?verbose", "/readyz?verbose=1", "/readyz?verbose=true",
+                             "/readyz?verbose=", "/readyz?foo=bar&verbose"}) {
+    SCOPED_TRACE(target);
+    const auto response = handle_request(status, make_request(http::verb::get, target));
+    EXPECT_EQ(response.result(), http::status::ok);
+    expect_plain_text_headers(response);
+    EXPECT_EQ(lines_of(response.body()), expected_verbose_lines(status));
+    EXPECT_TRUE(has_line(response.body(), "[+]shutdown ok")) << response.body();
+    EXPECT_EQ(lines_of(response.body()).back(), "readyz check passed");
+  }
+}
+
+TEST(HandleRequest, ReadyzVerboseDrainingShowsDetail) {
+  auto status = ready_status();
+  start_drain(status);
+  const auto response = handle_request(status, make_request(http::verb::get, "/readyz?verbose"));
+  EXPECT_EQ(response.result(), http::status::service_unavailable);
+  EXPECT_EQ(lines_of(response.body()), expected_verbose_lines(status));
+  EXPECT_NE(response.body().find("[-]shutdown failed: "), std::string::npos) << response.body();
+  EXPECT_NE(response.body().find("SIGTERM"), std::string::npos) << response.body();
+  EXPECT_EQ(lines_of(response.body()).back(), "readyz check failed");
+}
+
+TEST(HandleRequest, ReadyzVerboseShowsDetailOfPassingChecks) {
+  auto status = ready_status();
+  status.inhibitor = shim_status::inhibitor_state::retrying;
+  status.inhibitor_detail = "bus lost";
+  status.logind_delay_max_usec = 5'000'000;  // 5s < hold_needed
+  ASSERT_TRUE(status.ready());
+  const auto response = handle_request(status, make_request(http::verb::get, "/readyz?verbose"));
+  EXPECT_EQ(response.result(), http::status::ok);
+  EXPECT_EQ(lines_of(response.body()), expected_verbose_lines(status));
+  EXPECT_NE(response.body().find("[+]inhibitor ok: "), std::string::npos) << response.body();
+  EXPECT_NE(response.body().find("bus lost"), std::string::npos) << response.body();
+}
+
+TEST(HandleRequest, ReadyzOtherQueriesAreNotVerbose) {
+  auto status = ready_status();
+  for (const auto* target : {"/readyz?verbose=0", "/readyz?verbose=false", "/readyz?x=1",
+                             "/readyz?verbosex", "/readyz?"}) {
+    SCOPED_TRACE(target);
+    const auto response = handle_request(status, make_request(http::verb::get, target));
+    EXPECT_EQ(response.result(), http::status::ok);
+    EXPECT_EQ(response.body(), "ok");
+  }
+}
+
+TEST(HandleRequest, HeadHasStatusAndLengthButNoBody) {
+  auto status = ready_status();
+  for (const auto* target : {"/readyz", "/readyz?verbose", "/livez", "/healthz", "/metrics"}) {
+    SCOPED_TRACE(target);
+    const auto get = handle_request(status, make_request(http::verb::get, target));
+    const auto head = handle_request(status, make_request(http::verb::head, target));
+    EXPECT_EQ(head.result(), get.result());
+    EXPECT_TRUE(head.body().empty());
+    EXPECT_EQ(head[http::field::content_type], get[http::field::content_type]);
+    if (std::string_view(target) != "/metrics") {  // the request counters move between the two
+      EXPECT_EQ(head[http::field::content_length], std::to_string(get.body().size()));
+    }
+  }
+  start_drain(status);
+  const auto get = handle_request(status, make_request(http::verb::get, "/readyz"));
+  const auto head = handle_request(status, make_request(http::verb::head, "/readyz"));
+  EXPECT_EQ(head.result(), http::status::service_unavailable);
+  EXPECT_TRUE(head.body().empty());
+  EXPECT_EQ(head[http::field::content_length], std::to_string(get.body().size()));
+}
+
+TEST(HandleRequest, LivezAndHealthzAlwaysOk) {
+  auto status = ready_status();
+  start_drain(status);
+  shim_status not_ready;
+  for (auto* s : {&status, &not_ready}) {
+    for (const auto* target : {"/livez", "/healthz", "/livez?verbose"}) {
+      SCOPED_TRACE(target);
+      const auto response = handle_request(*s, make_request(http::verb::get, target));
+      EXPECT_EQ(response.result(), http::status::ok);
+      EXPECT_EQ(response.body(), "ok");
+      expect_plain_text_headers(response);
+    }
+  }
+}
+
+TEST(HandleRequest, UnknownPathIs404) {
+  auto status = ready_status();
+  for (const auto* target : {"/", "/readyz/", "/ready", "/readyzz", "/metrics/x", "*"}) {
+    SCOPED_TRACE(target);
+    const auto response = handle_request(status, make_request(http::verb::get, target));
+    EXPECT_EQ(response.result(), http::status::not_found);
+    expect_plain_text_headers(response);
+  }
+  const auto head = handle_request(status, make_request(http::verb::head, "/nope"));
+  EXPECT_EQ(head.result(), http::status::not_found);
+  EXPECT_TRUE(head.body().empty());
+  // An unknown path is 404 whatever the method.
+  EXPECT_EQ(handle_request(status, make_request(http::verb::post, "/nope")).result(),
+            http::status::not_found);
+}
+
+TEST(HandleRequest, OtherMethodsAre405WithAllow) {
+  auto status = ready_status();
+  for (const auto* target : {"/readyz", "/livez", "/healthz", "/metrics", "/readyz?verbose"}) {
+    for (auto method : {http::verb::post, http::verb::put, http::verb::delete_, http::verb::options,
+                        http::verb::patch}) {
+      SCOPED_TRACE(std::string(http::to_string(method)) + " " + target);
+      const auto response = handle_request(status, make_request(method, target));
+      EXPECT_EQ(response.result(), http::status::method_not_allowed);
+      EXPECT_EQ(response[http::field::allow], "GET, HEAD");
+      expect_plain_text_headers(response);
+    }
+  }
+}
+
+TEST(HandleRequest, HonoursKeepAliveAndVersion) {
+  auto status = ready_status();
+  auto response = handle_request(status, make_request(http::verb::get, "/readyz", 10));
+  EXPECT_EQ(response.version(), 10u);
+  EXPECT_FALSE(response.keep_alive());
+  EXPECT_TRUE(response.need_eof());
+
+  auto request = make_request(http::verb::get, "/readyz", 10);
+  request.keep_alive(true);
+  response = handle_request(status, request);
+  EXPECT_EQ(response.version(), 10u);
+  EXPECT_TRUE(response.keep_alive());
+  EXPECT_FALSE(response.need_eof());
+
+  request = make_request(http::verb::get, "/readyz", 11);
+  request.keep_alive(false);
+  response = handle_request(status, request);
+  EXPECT_EQ(response.version(), 11u);
+  EXPECT_FALSE(response.keep_alive());
+}
+
+TEST(HandleRequest, CountsResponsesByCode) {
+  auto status = ready_status();
+  handle_request(status, make_request(http::verb::get, "/readyz"));
+  handle_request(status, make_request(http::verb::get, "/livez"));
+  handle_request(status, make_request(http::verb::get, "/nope"));
+  handle_request(status, make_request(http::verb::post, "/readyz"));
+  start_drain(status);
+  handle_request(status, make_request(http::verb::head, "/readyz"));
+  const std::map<unsigned, std::uint64_t> expected{{200, 2}, {404, 1}, {405, 1}, {503, 1}};
+  EXPECT_EQ(status.http_requests_by_code, expected);
+}
+
+TEST(RenderMetrics, ReadyNode) {
+  auto status = ready_status();
+  status.signals_forwarded = 0;
+  const auto text = render_metrics(status);
+  for (const auto* line : {
+           "shutdown_shim_ready 1",
+           "shutdown_shim_draining 0",
+           "shutdown_shim_inhibitor_held 1",
+           "shutdown_shim_shutdown_start_time_seconds 0",
+           "shutdown_shim_drain_delay_seconds 70",
+           "shutdown_shim_logind_inhibit_delay_too_short 0",
+           "shutdown_shim_signals_forwarded_total 0",
+           "# TYPE shutdown_shim_ready gauge",
+           "# TYPE shutdown_shim_signals_forwarded_total counter",
+           "# TYPE shutdown_shim_http_requests_total counter",
+       }) {
+    EXPECT_TRUE(has_line(text, line)) << line << "\n" << text;
+  }
+  // Unknown until logind has been asked.
+  EXPECT_EQ(text.find("shutdown_shim_logind_inhibit_delay_max_seconds"), std::string::npos);
+}
+
+TEST(RenderMetrics, DrainingNodeWithShortLogindDelay) {
+  auto status = ready_status();
+  start_drain(status);
+  status.inhibitor = shim_status::inhibitor_state::released;
+  status.logind_delay_max_usec = 5'000'000;
+  status.signals_forwarded = 2;
+  status.drain_delay = 1500ms;
+  status.http_requests_by_code = {{200, 7}, {503, 3}, {431, 1}};
+  const auto text = render_metrics(status);
+  for (const auto* line : {
+           "shutdown_shim_ready 0",
+           "shutdown_shim_draining 1",
+           "shutdown_shim_inhibitor_held 0",
+           "shutdown_shim_shutdown_start_time_seconds 1700000000",
+           "shutdown_shim_drain_delay_seconds 1.5",
+           "shutdown_shim_logind_inhibit_delay_max_seconds 5",
+           "shutdown_shim_logind_inhibit_delay_too_short 1",
+           "shutdown_shim_signals_forwarded_total 2",
+           "shutdown_shim_http_requests_total{code=\"200\"} 7",
+           "shutdown_shim_http_requests_total{code=\"431\"} 1",
+           "shutdown_shim_http_requests_total{code=\"503\"} 3",
+       }) {
+    EXPECT_TRUE(has_line(text, line)) << line << "\n" << text;
+  }
+}
+
+TEST(RenderMetrics, EveryFamilyHasHelpAndType) {
+  auto status = ready_status();
+  status.logind_delay_max_usec = 200'000'000;
+  status.http_requests_by_code = {{200, 1}};
+  const auto text = render_metrics(status);
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  std::string help_for, type_for;
+  int samples = 0;
+  for (const auto& line : lines_of(text)) {
+    ASSERT_FALSE(line.empty());
+    if (line.rfind("# HELP ", 0) == 0) {
+      help_for = line.substr(7, line.find(' ', 7) - 7);
+    } else if (line.rfind("# TYPE ", 0) == 0) {
+      type_for = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_EQ(type_for, help_for) << line;
+      const auto type = line.substr(line.rfind(' ') + 1);
+      EXPECT_TRUE(type == "gauge" || type == "counter") << line;
+    } else {
+      const auto name = line.substr(0, line.find_first_of("{ "));
+      EXPECT_EQ(name, type_for) << line;
+      EXPECT_EQ(name.rfind("shutdown_shim_", 0), 0u) << line;
+      ++samples;
+    }
+  }
+  EXPECT_GE(samples, 9);
+  EXPECT_TRUE(has_line(text, "shutdown_shim_logind_inhibit_delay_max_seconds 200"));
+}
+
+TEST(HandleRequest, MetricsEndpoint) {
+  auto status = ready_status();
+  handle_request(status, make_request(http::verb::get, "/readyz"));
+  const auto response = handle_request(status, make_request(http::verb::get, "/metrics"));
+  EXPECT_EQ(response.result(), http::status::ok);
+  EXPECT_EQ(response[http::field::content_type], "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(response[http::field::cache_control], "no-store");
+  EXPECT_TRUE(has_line(response.body(), "shutdown_shim_ready 1")) << response.body();
+  EXPECT_TRUE(has_line(response.body(), "shutdown_shim_http_requests_total{code=\"200\"} 1"))
+      << response.body();
+  // The scrape itself is counted once it is answered.
+  EXPECT_EQ(status.http_requests_by_code[200], 2u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server, in process, with clients on the same io_context.
+
+struct reply {
+  beast::error_code ec;
+  http::response<http::string_body> message;
+};
+
+class ReadinessServerTest : public ::testing::Test {
+ protected:
+  // Runs the loop until `done`. The deadline only keeps a broken server from hanging the test;
+  // no test asserts how long anything takes.
+  bool run_until(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!done()) {
+      if (io.stopped()) io.restart();
+      if (io.run_one_until(deadline) == 0) return done();
+    }
+    return true;
+  }
+
+  void start(http_limits limits = {}) {
+    server = std::make_unique<readiness_server>(io, status, limits);
+    server->listen({{"127.0.0.1", 0}});
+    ASSERT_EQ(server->endpoints().size(), 1u);
+    endpoint = server->endpoints().front();
+    ASSERT_NE(endpoint.port(), 0);
+  }
+
+  struct client {
+    client(asio::io_context& io, const tcp::endpoint& to) : socket(io) { socket.connect(to); }
+    void send(std::string_view raw) { asio::write(socket, asio::buffer(raw)); }
+    tcp::socket socket;
+    beast::flat_buffer buffer;
+  };
+
+  std::unique_ptr<client> connect(const tcp::endpoint& to) {
+    return std::make_unique<client>(io, to);
+  }
+  std::unique_ptr<client> connect() { return connect(endpoint); }
+
+  reply read_reply(client& c, bool head = false) {
+    http::response_parser<http::string_body> parser;
+    parser.skip(head);
+    bool done = false;
+    reply out;
+    http::async_read(c.socket, c.buffer, parser, [&](beast::error_code ec, std::size_t) {
+      out.ec = ec;
+      done = true;
+    });
+    if (!run_until([&] { return done; })) {
+      ADD_FAILURE() << "no reply";
+      beast::error_code ignored;
+      c.socket.close(ignored);
+      run_until([&] { return done; });
+    }
+    if (!out.ec) out.message = parser.release();
+    return out;
+  }
+
+  // Reads until the server closes the connection; returns how it ended (eof for a clean close).
+  beast::error_code wait_closed(client& c) {
+    bool done = false;
+    beast::error_code result;
+    std::function<void()> read_more;
+    read_more = [&] {
+      c.socket.async_read_some(c.buffer.prepare(4096), [&](beast::error_code ec, std::size_t n) {
+        c.buffer.commit(n);
+        if (ec) {
+          result = ec;
+          done = true;
+        } else {
+          read_more();
+        }
+      });
+    };
+    read_more();
+    if (!run_until([&] { return done; })) {
+      ADD_FAILURE() << "connection not closed";
+      beast::error_code ignored;
+      c.socket.close(ignored);
+      run_until([&] { return done; });
+    }
+    return result;
+  }
+
+  reply get(client& c, std::string_view target, std::string_view extra_headers = "") {
+    c.send(std::string("GET ") + std::string(target) + " HTTP/1.1\r\nHost: node\r\n" +
+           std::string(extra_headers) + "\r\n");
+    return read_reply(c);
+  }
+
+  // One request on a new connection.
+  reply probe(std::string_view target = "/readyz") {
+    auto c = connect();
+    return get(*c, target, "Connection: close\r\n");
+  }
+
+  asio::io_context io;
+  shim_status status = ready_status();
+  std::unique_ptr<readiness_server> server;
+  tcp::endpoint endpoint;
+};
+
+TEST_F(ReadinessServerTest, ListenPicksAFreePort) {
+  start();
+  EXPECT_EQ(endpoint.address(), asio::ip::make_address("127.0.0.1"));
+  const auto r = probe("/livez");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::ok);
+  EXPECT_EQ(r.message.body(), "ok");
+}
+
+TEST_F(ReadinessServerTest, KeepAliveServesTwoRequestsOnOneConnection) {
+  start();
+  auto c = connect();
+  auto first = get(*c, "/readyz");
+  ASSERT_FALSE(first.ec) << first.ec.message();
+  EXPECT_EQ(first.message.result(), http::status::ok);
+  EXPECT_TRUE(first.message.keep_alive());
+  auto second = get(*c, "/metrics");
+  ASSERT_FALSE(second.ec) << second.ec.message();
+  EXPECT_EQ(second.message.result(), http::status::ok);
+  EXPECT_TRUE(has_line(second.message.body(), "shutdown_shim_http_requests_total{code=\"200\"} 1"))
+      << second.message.body();
+}
+
+TEST_F(ReadinessServerTest, ReadinessFlipIsSeenAtOnceOnAKeptAliveConnection) {
+  start();
+  auto c = connect();
+  auto before = get(*c, "/readyz");
+  ASSERT_FALSE(before.ec) << before.ec.message();
+  EXPECT_EQ(before.message.result(), http::status::ok);
+  start_drain(status);
+  auto after = get(*c, "/readyz");
+  ASSERT_FALSE(after.ec) << after.ec.message();
+  EXPECT_EQ(after.message.result(), http::status::service_unavailable);
+  EXPECT_EQ(lines_of(after.message.body()).back(), "readyz check failed");
+  // Liveness holds through the drain.
+  auto live = get(*c, "/livez");
+  ASSERT_FALSE(live.ec) << live.ec.message();
+  EXPECT_EQ(live.message.result(), http::status::ok);
+}
+
+TEST_F(ReadinessServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  start();
+  auto c = connect();
+  c->send(
+      "GET /livez HTTP/1.1\r\nHost: node\r\n\r\n"
+      "GET /nope HTTP/1.1\r\nHost: node\r\n\r\n"
+      "HEAD /readyz HTTP/1.1\r\nHost: node\r\n\r\n");
+  auto a = read_reply(*c);
+  auto b = read_reply(*c);
+  auto h = read_reply(*c, true);
+  ASSERT_FALSE(a.ec || b.ec || h.ec);
+  EXPECT_EQ(a.message.result(), http::status::ok);
+  EXPECT_EQ(b.message.result(), http::status::not_found);
+  EXPECT_EQ(h.message.result(), http::status::ok);
+  EXPECT_EQ(h.message[http::field::content_length], "2");
+  EXPECT_TRUE(h.message.body().empty());
+}
+
+TEST_F(ReadinessServerTest, Http10ClosesUnlessKeepAlive) {
+  start();
+  auto c = connect();
+  c->send("GET /readyz HTTP/1.0\r\n\r\n");
+  auto r = read_reply(*c);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.version(), 10u);
+  EXPECT_EQ(r.message.result(), http::status::ok);
+  EXPECT_EQ(wait_closed(*c), asio::error::eof);
+
+  auto k = connect();
+  k->send("GET /readyz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  r = read_reply(*k);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_TRUE(r.message.keep_alive());
+  k->send("GET /healthz HTTP/1.0\r\n\r\n");
+  r = read_reply(*k);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::ok);
+  EXPECT_EQ(wait_closed(*k), asio::error::eof);
+}
+
+TEST_F(ReadinessServerTest, ConnectionCloseIsHonoured) {
+  start();
+  auto c = connect();
+  auto r = get(*c, "/readyz", "Connection: close\r\n");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_FALSE(r.message.keep_alive());
+  EXPECT_EQ(wait_closed(*c), asio::error::eof);
+}
+
+TEST_F(ReadinessServerTest, OversizedHeaderIs431ThenClose) {
+  http_limits limits;
+  limits.max_header_bytes = 1024;
+  start(limits);
+  auto c = connect();
+  c->send("GET /readyz HTTP/1.1\r\nHost: node\r\nX-Big: " + std::string(4096, 'a') + "\r\n\r\n");
+  auto r = read_reply(*c);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::request_header_fields_too_large);
+  EXPECT_FALSE(r.message.keep_alive());
+  EXPECT_EQ(wait_closed(*c), asio::error::eof);
+  EXPECT_EQ(status.http_requests_by_code[431], 1u);
+}
+
+TEST_F(ReadinessServerTest, OversizedHeaderIsAnsweredWhileTheClientIsStillSending) {
+  http_limits limits;
+  limits.max_header_bytes = 1024;
+  start(limits);
+  auto c = connect();
+  // Far more than the socket buffers hold: the 431 arrives while the client is still writing, and
+  // must not be lost to a reset when the server closes with input unread.
+  const std::string request =
+      "GET /readyz HTTP/1.1\r\nHost: node\r\nX-Big: " + std::string(1 << 20, 'a') + "\r\n\r\n";
+  bool written = false;
+  asio::async_write(c->socket, asio::buffer(request),
+                    [&](beast::error_code, std::size_t) { written = true; });
+  auto r = read_reply(*c);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::request_header_fields_too_large);
+  beast::error_code ignored;
+  c->socket.close(ignored);
+  run_until([&] { return written; });
+}
+
+TEST_F(ReadinessServerTest, LongHeaderWithinTheLimitIsFine) {
+  start();  // 8 KiB
+  auto c = connect();
+  auto r = get(*c, "/readyz", "X-Big: " + std::string(4096, 'a') + "\r\n");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::ok);
+}
+
+TEST_F(ReadinessServerTest, GarbageIs400ThenClose) {
+  start();
+  auto c = connect();
+  c->send("this is not http\r\n\r\n");
+  auto r = read_reply(*c);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::bad_request);
+  EXPECT_FALSE(r.message.keep_alive());
+  EXPECT_EQ(wait_closed(*c), asio::error::eof);
+
+  auto binary = connect();
+  binary->send(std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 15));  // TLS
+  r = read_reply(*binary);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::bad_request);
+  EXPECT_EQ(status.http_requests_by_code[400], 2u);
+}
+
+TEST_F(ReadinessServerTest, BodyOverTheLimitIs413ThenClose) {
+  start();  // probes carry no body
+  auto c = connect();
+  c->send("POST /readyz HTTP/1.1\r\nHost: node\r\nContent-Length: 5\r\n\r\nhello");
+  auto r = read_reply(*c);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::payload_too_large);
+  EXPECT_EQ(wait_closed(*c), asio::error::eof);
+
+  // An empty body is no body.
+  auto e = connect();
+  e->send("POST /readyz HTTP/1.1\r\nHost: node\r\nContent-Length: 0\r\n\r\n");
+  r = read_reply(*e);
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::method_not_allowed);
+  EXPECT_EQ(r.message[http::field::allow], "GET, HEAD");
+}
+
+TEST_F(ReadinessServerTest, ReadDeadlineClosesAnIdleConnection) {
+  http_limits limits;
+  limits.read_timeout = 200ms;
+  start(limits);
+  auto idle = connect();
+  EXPECT_EQ(wait_closed(*idle), asio::error::eof);
+
+  // A kept-alive connection gets the same deadline after its last response.
+  auto kept = connect();
+  auto r = get(*kept, "/readyz");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(wait_closed(*kept), asio::error::eof);
+
+  // And a client that trickles part of a header is not kept alive by it.
+  auto slow = connect();
+  slow->send("GET /readyz HTTP/1.1\r\nHo");
+  EXPECT_EQ(wait_closed(*slow), asio::error::eof);
+
+  // The server is still there.
+  EXPECT_EQ(probe().message.result(), http::status::ok);
+}
+
+TEST_F(ReadinessServerTest, FloodOfIdleAndSlowClientsNeverBlocksAFreshProbe) {
+  http_limits limits;
+  limits.max_connections = 16;
+  limits.read_timeout = 10min;  // only eviction can make room
+  start(limits);
+
+  std::vector<std::unique_ptr<client>> flood;
+  for (int i = 0; i < 16; ++i) flood.push_back(connect());
+  for (int i = 0; i < 16; ++i) {
+    flood.push_back(connect());
+    flood.back()->send("GET /readyz HTTP/1.1\r\nHost: node\r\nX-Slow: ");  // slowloris
+  }
+  for (int i = 0; i < 16; ++i) flood.push_back(connect());
+
+  // Count the flood connections the server closes to make room.
+  int closed = 0;
+  std::vector<std::array<char, 64>> sink(flood.size());
+  for (std::size_t i = 0; i < flood.size(); ++i) {
+    flood[i]->socket.async_read_some(asio::buffer(sink[i]),
+                                     [&closed](beast::error_code ec, std::size_t) {
+                                       if (ec && ec != asio::error::operation_aborted) ++closed;
+                                     });
+  }
+
+  auto r = probe();
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::ok);
+
+  // The flood keeps coming; readiness changes are still seen at once.
+  for (int i = 0; i < 8; ++i) flood.push_back(connect());
+  start_drain(status);
+  r = probe("/readyz?verbose");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::service_unavailable);
+  r = probe("/livez");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::ok);
+
+  // 48 flood connections + the first probe against a cap of 16: at least 33 were evicted by then.
+  EXPECT_TRUE(run_until([&] { return closed >= 33; })) << closed;
+
+  for (auto& c : flood) {
+    beast::error_code ignored;
+    c->socket.close(ignored);
+  }
+  io.poll();  // completes the aborted reads while `closed` and `sink` still exist
+}
+
+TEST_F(ReadinessServerTest, EvictionSparesTheRecentlyActiveProber) {
+  http_limits limits;
+  limits.max_connections = 16;
+  limits.read_timeout = 10min;
+  start(limits);
+  auto prober = connect();
+  auto r = get(*prober, "/readyz");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+
+  std::vector<std::unique_ptr<client>> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(connect());
+  // Accepts are in order: once this is answered, the server holds the prober and 8 idle clients.
+  ASSERT_EQ(probe().message.result(), http::status::ok);
+
+  // The prober is the oldest connection, but its next request makes it the most recently active.
+  r = get(*prober, "/readyz");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::ok);
+
+  // 8 more and a probe against a cap of 16: the two longest idle go, not the prober.
+  for (int i = 0; i < 8; ++i) idle.push_back(connect());
+  ASSERT_EQ(probe().message.result(), http::status::ok);
+  EXPECT_EQ(wait_closed(*idle[0]), asio::error::eof);
+  EXPECT_EQ(wait_closed(*idle[1]), asio::error::eof);
+
+  start_drain(status);
+  r = get(*prober, "/readyz");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::service_unavailable);
+}
+
+// Lowers RLIMIT_NOFILE and occupies every free descriptor below it; restores both on destruction.
+class descriptor_exhaustion {
+ public:
+  descriptor_exhaustion() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    int highest = 0;
+    for (int fd = 0; fd < 4096; ++fd) {
+      if (::fcntl(fd, F_GETFD) >= 0) highest = fd;
+    }
+    rlimit lowered = saved_;
+    lowered.rlim_cur = static_cast<rlim_t>(highest + 8);
+    lowered_ = ::setrlimit(RLIMIT_NOFILE, &lowered) == 0;
+    if (!lowered_) return;
+    for (int fd; (fd = ::dup(0)) >= 0;) fillers_.push_back(fd);
+  }
+  ~descriptor_exhaustion() {
+    for (int fd : fillers_) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  descriptor_exhaustion(const descriptor_exhaustion&) = delete;
+  descriptor_exhaustion& operator=(const descriptor_exhaustion&) = delete;
+
+  bool exhausted() const { return lowered_ && !fillers_.empty(); }
+  void release_one() {
+    ::close(fillers_.back());
+    fillers_.pop_back();
+  }
+
+ private:
+  rlimit saved_{};
+  bool lowered_ = false;
+  std::vector<int> fillers_;
+};
+
+TEST_F(ReadinessServerTest, OutOfDescriptorsTheServerGivesBackAnIdleConnection) {
+  http_limits limits;
+  limits.read_timeout = 10min;  // only the server giving the descriptor back can make room
+  start(limits);
+  auto idle = connect();
+  ASSERT_EQ(get(*idle, "/livez").message.result(), http::status::ok);
+
+  std::unique_ptr<client> fresh;
+  {
+    descriptor_exhaustion exhaustion;
+    if (!exhaustion.exhausted()) GTEST_SKIP() << "cannot lower RLIMIT_NOFILE here";
+    // One descriptor for the client's socket and none for the server to accept it with: accept
+    // fails with EMFILE until the server closes the idle connection.
+    exhaustion.release_one();
+    fresh = connect();
+    fresh->send("GET /readyz HTTP/1.1\r\nHost: node\r\n\r\n");
+    auto r = read_reply(*fresh);
+    ASSERT_FALSE(r.ec) << r.ec.message();
+    EXPECT_EQ(r.message.result(), http::status::ok);
+    // Still out of descriptors, the server keeps the connection it has just accepted.
+    r = get(*fresh, "/readyz");
+    ASSERT_FALSE(r.ec) << r.ec.message();
+    EXPECT_EQ(r.message.result(), http::status::ok);
+  }
+  EXPECT_EQ(wait_closed(*idle), asio::error::eof);
+  // Still accepting.
+  EXPECT_EQ(probe().message.result(), http::status::ok);
+}
+
+TEST_F(ReadinessServerTest, StopClosesListenersAndConnections) {
+  start();
+  auto c = connect();
+  auto r = get(*c, "/readyz");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  server->stop();
+  EXPECT_TRUE(server->endpoints().empty());
+  EXPECT_EQ(wait_closed(*c), asio::error::eof);
+  tcp::socket s(io);
+  beast::error_code ec;
+  s.connect(endpoint, ec);
+  EXPECT_EQ(ec, asio::error::connection_refused);
+  server->stop();  // twice is fine
+}
+
+TEST_F(ReadinessServerTest, DestructionWithOperationsPending) {
+  start();
+  auto c = connect();
+  auto slow = connect();
+  slow->send("GET /readyz HTTP/1.1\r\n");
+  auto r = get(*c, "/readyz");
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  server.reset();
+  EXPECT_EQ(wait_closed(*c), asio::error::eof);
+  EXPECT_NE(wait_closed(*slow), beast::error_code{});
+  run_until([] { return false; });  // drains every handler the server left queued
+}
+
+TEST_F(ReadinessServerTest, ListenFailureNamesTheAddress) {
+  start();
+  readiness_server other(io, status);
+  const auto port = endpoint.port();
+  try {
+    other.listen({{"127.0.0.1", port}});
+    FAIL() << "bound a port in use";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::address_in_use);
+    EXPECT_EQ(std::string(e.what()),
+              "listen on 127.0.0.1:" + std::to_string(port) + ": " + e.code().message());
+  }
+  try {
+    other.listen({{"not-an-address", 80}});
+    FAIL() << "accepted a host name";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("listen on not-an-address:80: ", 0), 0u) << e.what();
+  }
+  // All or nothing.
+  EXPECT_THROW(other.listen({{"127.0.0.1", 0}, {"127.0.0.1", port}}), std::system_error);
+  EXPECT_TRUE(other.endpoints().empty());
+}
+
+TEST_F(ReadinessServerTest, Ipv6Loopback) {
+  server = std::make_unique<readiness_server>(io, status);
+  try {
+    server->listen({{"::1", 0}});
+  } catch (const std::system_error& e) {
+    if (e.code() == std::errc::address_not_available ||
+        e.code() == std::errc::address_family_not_supported) {
+      GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+    }
+    throw;
+  }
+  ASSERT_EQ(server->endpoints().size(), 1u);
+  endpoint = server->endpoints().front();
+  EXPECT_TRUE(endpoint.address().is_v6());
+  auto r = probe();
+  ASSERT_FALSE(r.ec) << r.ec.message();
+  EXPECT_EQ(r.message.result(), http::status::ok);
+
+  // The error names the address in brackets.
+  readiness_server other(io, status);
+  try {
+    other.listen({{"::1", endpoint.port()}});
+    FAIL() << "bound a port in use";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(
+        std::string(e.what()).rfind("listen on [::1]:" + std::to_string(endpoint.port()) + ": ", 0),
+        0u)
+        << e.what();
+  }
+}
+
+TEST_F(ReadinessServerTest, Ipv4AndIpv6WildcardsShareAPort) {
+  server = std::make_unique<readiness_server>(io, status);
+  server->listen({{"0.0.0.0", 0}});
+  const auto port = server->endpoints().front().port();
+  try {
+    server->listen({{"::", port}});
+  } catch (const std::system_error& e) {
+    if (e.code() == std::errc::address_not_available ||
+        e.code() == std::errc::address_family_not_supported) {
+      GTEST_SKIP() << "no IPv6 here: " << e.what();
+    }
+    throw;
+  }
+  ASSERT_EQ(server->endpoints().size(), 2u);
+  endpoint = tcp::endpoint(asio::ip::make_address("127.0.0.1"), port);
+  EXPECT_EQ(probe().message.result(), http::status::ok);
+  endpoint = tcp::endpoint(asio::ip::make_address("::1"), port);
+  beast::error_code ec;
+  tcp::socket s(io);
+  s.connect(endpoint, ec);
+  if (!ec) {  // ::1 may be missing even where :: binds
+    s.close();
+    EXPECT_EQ(probe().message.result(), http::status::ok);
+  }
+}
+
+}  // namespace
+}  // namespace shim

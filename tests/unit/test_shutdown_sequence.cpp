@@ -1,10 +1,10 @@
-#include "shutdown_sequence.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <optional>
+
+#include "shutdown_sequence.hpp"
 
 namespace shim {
 namespace {
@@ -139,8 +139,8 @@ TEST(ShutdownSequence, HoldEndsAtDrainWhenTargetExitedEarly) {
   EXPECT_EQ(e.releases, 1);
   EXPECT_EQ(e.exits, 0) << "after PrepareForShutdown the shim keeps running, unready";
   EXPECT_TRUE(e.machine.draining());
-  EXPECT_THAT(e.events, testing::ElementsAre(event_kind::ShutdownInitiated,
-                                             event_kind::DrainElapsed));
+  EXPECT_THAT(e.events,
+              testing::ElementsAre(event_kind::ShutdownInitiated, event_kind::DrainElapsed));
 }
 
 TEST(ShutdownSequence, HoldExtendsUntilTargetExits) {
@@ -219,8 +219,8 @@ TEST(ShutdownSequence, CancelBeforeSignalBecomesReadyAgain) {
   e.run_timers();
   EXPECT_EQ(e.signals, 0);
   EXPECT_EQ(e.releases, 0);
-  EXPECT_THAT(e.events, testing::ElementsAre(event_kind::ShutdownInitiated,
-                                             event_kind::ShutdownCancelled));
+  EXPECT_THAT(e.events,
+              testing::ElementsAre(event_kind::ShutdownInitiated, event_kind::ShutdownCancelled));
 }
 
 TEST(ShutdownSequence, CancelAfterSignalWaitsForTheTarget) {

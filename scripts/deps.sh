@@ -1,0 +1,23 @@
+# Sourced by scripts/test and scripts/demo: installs the Debian 12 packages the build and the tests
+# need, and only those that are missing, because CI and new machines start bare.
+shim_packages=(
+  g++ meson ninja-build pkg-config
+  libsystemd-dev libboost-dev libfmt-dev libgtest-dev libgmock-dev
+  dbus systemd util-linux curl
+)
+
+install_missing_packages() {
+  local missing=()
+  local p
+  for p in "${shim_packages[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "need root to install ${missing[*]} (or install them yourself)" >&2
+    return 1
+  fi
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}

@@ -1,0 +1,377 @@
+// A stand-in for kube-apiserver, faithful in what the shim depends on:
+//  - HTTP/1.1 (GET and HEAD, keep-alive) on --listen; every answer carries "X-Backend: NAME".
+//  - /readyz answers 200 "ok" until the first SIGTERM/SIGINT, then 500 with
+//    "[-]shutdown failed: reason withheld"; every other path keeps answering 200 for
+//    --shutdown-delay, after which it stops listening, closes its connections and exits 0.
+//  - A second SIGTERM/SIGINT makes it exit 1 at once.
+//  - --ignore-sigterm: signals are logged and otherwise ignored (an apiserver that never exits).
+// Every signal is appended to --signal-log as "SIGNAME monotonic_us"; milestones go to
+// --lifecycle-log as "WORD monotonic_us [detail]" (LISTENING, UNREADY, STOPPED_LISTENING, EXIT).
+// Single-threaded Boost.Asio; signals arrive through asio::signal_set, so the logs are written from
+// the event loop rather than from a signal handler.
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <list>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+std::uint64_t monotonic_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000u +
+         static_cast<std::uint64_t>(ts.tv_nsec) / 1000u;
+}
+
+// Go's duration syntax, as the real apiserver's flags take it: "70s", "1m10s", "250ms", "0".
+std::chrono::microseconds parse_duration(std::string_view text) {
+  if (text == "0") return std::chrono::microseconds(0);
+  if (text.empty()) throw std::invalid_argument("empty duration");
+  double total_us = 0;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t start = i;
+    while (i < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) {
+      ++i;
+    }
+    if (start == i) throw std::invalid_argument(fmt::format("bad duration '{}'", text));
+    const double number = std::stod(std::string(text.substr(start, i - start)));
+    std::size_t unit_start = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    const std::string_view unit = text.substr(unit_start, i - unit_start);
+    double scale;
+    if (unit == "h") {
+      scale = 3600e6;
+    } else if (unit == "m") {
+      scale = 60e6;
+    } else if (unit == "s") {
+      scale = 1e6;
+    } else if (unit == "ms") {
+      scale = 1e3;
+    } else if (unit == "us" || unit == "µs") {
+      scale = 1;
+    } else if (unit == "ns") {
+      scale = 1e-3;
+    } else {
+      throw std::invalid_argument(fmt::format("bad unit in duration '{}'", text));
+    }
+    total_us += number * scale;
+  }
+  return std::chrono::microseconds(static_cast<std::int64_t>(std::llround(total_us)));
+}
+
+// Writes content to path through a temporary and rename(), so a reader never sees half a file.
+void write_file_atomically(const std::string& path, const std::string& content) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "we");
+  if (!f) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  std::fputs(content.c_str(), f);
+  std::fclose(f);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw std::runtime_error(fmt::format("cannot rename to {}: {}", path, std::strerror(errno)));
+  }
+}
+
+// An append-only line log; each line goes out in one write() so concurrent readers see whole lines.
+class line_log {
+ public:
+  explicit line_log(const std::string& path) {
+    if (!path.empty()) fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (!path.empty() && fd_ < 0) {
+      throw std::runtime_error(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+    }
+  }
+  ~line_log() {
+    if (fd_ >= 0) close(fd_);
+  }
+  line_log(const line_log&) = delete;
+  line_log& operator=(const line_log&) = delete;
+
+  void write(std::string_view word, std::string_view detail = {}) {
+    if (fd_ < 0) return;
+    std::string line = detail.empty() ? fmt::format("{} {}\n", word, monotonic_us())
+                                      : fmt::format("{} {} {}\n", word, monotonic_us(), detail);
+    [[maybe_unused]] ssize_t n = ::write(fd_, line.data(), line.size());
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct options {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;
+  std::string port_file;
+  std::string pidfile;
+  std::string signal_log;
+  std::string lifecycle_log;
+  std::string name = "fake-apiserver";
+  std::chrono::microseconds shutdown_delay{0};
+  bool ignore_sigterm = false;
+  int exit_code = 0;
+};
+
+class server;
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket socket, server& srv) : stream_(std::move(socket)), server_(srv) {}
+  void start() { read(); }
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+ private:
+  void read();
+  void respond();
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  http::request<http::string_body> request_;
+  http::response<http::string_body> response_;
+  server& server_;
+};
+
+class server {
+ public:
+  server(asio::io_context& io, const options& opts)
+      : io_(io),
+        opts_(opts),
+        acceptor_(io),
+        signals_(io, SIGTERM, SIGINT),
+        timer_(io),
+        signal_log_(opts.signal_log),
+        lifecycle_(opts.lifecycle_log) {}
+
+  void start() {
+    const tcp::endpoint endpoint(asio::ip::make_address(opts_.host), opts_.port);
+    acceptor_.open(endpoint.protocol());
+    acceptor_.set_option(asio::socket_base::reuse_address(true));
+    acceptor_.bind(endpoint);
+    acceptor_.listen(asio::socket_base::max_listen_connections);
+    const auto port = acceptor_.local_endpoint().port();
+    // Port and pidfile appear only once the socket accepts: they are the readiness signal.
+    write_file_atomically(opts_.port_file, fmt::format("{}\n", port));
+    write_file_atomically(opts_.pidfile, fmt::format("{}\n", getpid()));
+    lifecycle_.write("LISTENING", fmt::format("{}", port));
+    accept();
+    wait_signal();
+  }
+
+  bool ready() const { return !shutting_down_; }
+  const std::string& name() const { return opts_.name; }
+  int exit_code() const { return exit_code_; }
+
+ private:
+  void accept() {
+    acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (ec) return;  // closed at the end of the shutdown delay
+      auto s = std::make_shared<session>(std::move(socket), *this);
+      sessions_.remove_if([](const std::weak_ptr<session>& w) { return w.expired(); });
+      sessions_.push_back(s);
+      s->start();
+      accept();
+    });
+  }
+
+  void wait_signal() {
+    signals_.async_wait([this](beast::error_code ec, int signo) {
+      if (ec) return;
+      const char* name = signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" : "SIGNAL";
+      signal_log_.write(name);
+      ++signals_seen_;
+      if (opts_.ignore_sigterm) {
+        wait_signal();
+        return;
+      }
+      if (signals_seen_ == 1) {
+        // Like k8s.io/apiserver: unready at once, keep serving for the shutdown delay.
+        shutting_down_ = true;
+        lifecycle_.write("UNREADY", name);
+        timer_.expires_after(opts_.shutdown_delay);
+        timer_.async_wait([this](beast::error_code e) {
+          if (!e) stop(opts_.exit_code);
+        });
+        wait_signal();
+      } else {
+        // The second signal: exit 1 at once.
+        stop(1);
+      }
+    });
+  }
+
+  void stop(int code) {
+    exit_code_ = code;
+    beast::error_code ec;
+    acceptor_.close(ec);
+    lifecycle_.write("STOPPED_LISTENING");
+    for (auto& w : sessions_) {
+      if (auto s = w.lock()) s->close();
+    }
+    signals_.cancel(ec);
+    timer_.cancel();
+    lifecycle_.write("EXIT", fmt::format("{}", code));
+    io_.stop();
+  }
+
+  asio::io_context& io_;
+  const options& opts_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer timer_;
+  line_log signal_log_;
+  line_log lifecycle_;
+  std::list<std::weak_ptr<session>> sessions_;
+  bool shutting_down_ = false;
+  int signals_seen_ = 0;
+  int exit_code_ = 0;
+};
+
+void session::read() {
+  request_ = {};
+  http::async_read(stream_, buffer_, request_,
+                   [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                     if (ec) {
+                       self->close();
+                       return;
+                     }
+                     self->respond();
+                   });
+}
+
+void session::respond() {
+  std::string_view target = request_.target();
+  const std::string_view path = target.substr(0, target.find('?'));
+  const bool head = request_.method() == http::verb::head;
+  std::string body = "ok";
+  http::status status = http::status::ok;
+  if (request_.method() != http::verb::get && !head) {
+    status = http::status::method_not_allowed;
+    body = "method not allowed";
+  } else if (path == "/readyz" && !server_.ready()) {
+    status = http::status::internal_server_error;
+    body = "[+]ping ok\n[+]log ok\n[-]shutdown failed: reason withheld\nreadyz check failed\n";
+  }
+  response_ = {};
+  response_.version(request_.version());
+  response_.result(status);
+  response_.set(http::field::server, "fake-apiserver");
+  response_.set("X-Backend", server_.name());
+  response_.set(http::field::content_type, "text/plain; charset=utf-8");
+  response_.set("X-Content-Type-Options", "nosniff");
+  response_.keep_alive(request_.keep_alive());
+  if (head) {
+    response_.content_length(body.size());  // what GET would send, without the body
+  } else {
+    response_.body() = std::move(body);
+    response_.prepare_payload();
+  }
+  http::async_write(stream_, response_,
+                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                      if (ec || !self->response_.keep_alive()) {
+                        self->close();
+                        return;
+                      }
+                      self->read();
+                    });
+}
+
+[[noreturn]] void usage(const std::string& error) {
+  fmt::print(stderr,
+             "fake_apiserver: {}\n"
+             "usage: fake_apiserver --listen=HOST:PORT [--port-file=PATH] [--pidfile=PATH]\n"
+             "         [--signal-log=PATH] [--lifecycle-log=PATH] [--shutdown-delay=DURATION]\n"
+             "         [--name=NAME] [--ignore-sigterm] [--exit-code=N]\n",
+             error);
+  std::exit(2);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg(argv[i]);
+    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (arg.starts_with(flag) && arg.size() > flag.size() && arg[flag.size()] == '=') {
+        return std::string(arg.substr(flag.size() + 1));
+      }
+      return std::nullopt;
+    };
+    try {
+      if (auto v = value("--listen")) {
+        const auto colon = v->rfind(':');
+        if (colon == std::string::npos) usage("--listen needs HOST:PORT");
+        o.host = v->substr(0, colon);
+        if (o.host.size() > 1 && o.host.front() == '[')
+          o.host = o.host.substr(1, o.host.size() - 2);
+        o.port = static_cast<std::uint16_t>(std::stoul(v->substr(colon + 1)));
+      } else if (auto v = value("--port-file")) {
+        o.port_file = *v;
+      } else if (auto v = value("--pidfile")) {
+        o.pidfile = *v;
+      } else if (auto v = value("--signal-log")) {
+        o.signal_log = *v;
+      } else if (auto v = value("--lifecycle-log")) {
+        o.lifecycle_log = *v;
+      } else if (auto v = value("--shutdown-delay")) {
+        o.shutdown_delay = parse_duration(*v);
+      } else if (auto v = value("--name")) {
+        o.name = *v;
+      } else if (auto v = value("--exit-code")) {
+        o.exit_code = std::stoi(*v);
+      } else if (arg == "--ignore-sigterm") {
+        o.ignore_sigterm = true;
+      } else {
+        usage(fmt::format("unknown argument '{}'", arg));
+      }
+    } catch (const std::exception& e) {
+      usage(fmt::format("bad value in '{}': {}", arg, e.what()));
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options opts = parse(argc, argv);
+  try {
+    asio::io_context io(1);
+    server srv(io, opts);
+    srv.start();
+    io.run();
+    return srv.exit_code();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fake_apiserver: {}\n", e.what());
+    return 2;
+  }
+}
