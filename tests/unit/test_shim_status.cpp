@@ -1,1 +1,90 @@
-// placeholder: being written
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "shim_status.hpp"
+
+namespace shim {
+namespace {
+
+using namespace std::chrono_literals;
+using state = shim_status::inhibitor_state;
+
+shim_status bound(state inhibitor) {
+  shim_status s;
+  s.listener_bound = true;
+  s.inhibitor = inhibitor;
+  s.hold_needed = 135s;
+  return s;
+}
+
+const shim_status::check* find(const std::vector<shim_status::check>& checks,
+                               const std::string& name) {
+  for (const auto& c : checks) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+TEST(ShimStatus, NotReadyUntilListenerBoundAndFirstLockAttemptDone) {
+  shim_status s;
+  EXPECT_FALSE(s.ready());
+  s.listener_bound = true;
+  EXPECT_FALSE(s.ready()) << "the first lock attempt is still pending";
+  s.inhibitor = state::held;
+  EXPECT_TRUE(s.ready());
+}
+
+TEST(ShimStatus, TransientLockFaultsDoNotChangeReadiness) {
+  EXPECT_TRUE(bound(state::retrying).ready());
+  EXPECT_TRUE(bound(state::disabled).ready());
+  auto s = bound(state::retrying);
+  s.inhibitor_detail = "system bus lost";
+  auto checks = s.checks();
+  ASSERT_NE(find(checks, "inhibitor"), nullptr);
+  EXPECT_TRUE(find(checks, "inhibitor")->ok);
+  EXPECT_THAT(find(checks, "inhibitor")->detail, testing::HasSubstr("system bus lost"));
+}
+
+TEST(ShimStatus, DrainingIsUnreadyWithTheCause) {
+  auto s = bound(state::held);
+  s.draining = true;
+  s.drain_cause = "SIGTERM";
+  EXPECT_FALSE(s.ready());
+  auto checks = s.checks();
+  auto shutdown = find(checks, "shutdown");
+  ASSERT_NE(shutdown, nullptr);
+  EXPECT_FALSE(shutdown->ok);
+  EXPECT_THAT(shutdown->detail, testing::StartsWith("draining since"));
+  EXPECT_THAT(shutdown->detail, testing::HasSubstr("SIGTERM"));
+}
+
+TEST(ShimStatus, WaitingForTargetIsUnready) {
+  auto s = bound(state::held);
+  s.waiting_for_target = true;
+  EXPECT_FALSE(s.ready());
+  auto checks = s.checks();
+  ASSERT_NE(find(checks, "target"), nullptr);
+  EXPECT_FALSE(find(checks, "target")->ok);
+}
+
+TEST(ShimStatus, LogindDelayShorterThanTheHoldIsWarnedWithTheFix) {
+  auto s = bound(state::held);
+  EXPECT_FALSE(s.logind_delay_warning()) << "unknown is not too short";
+  s.logind_delay_max_usec = 5'000'000;
+  EXPECT_TRUE(s.logind_delay_too_short());
+  auto warning = s.logind_delay_warning();
+  ASSERT_TRUE(warning);
+  EXPECT_THAT(*warning, testing::HasSubstr("InhibitDelayMaxSec="));
+  EXPECT_THAT(*warning, testing::HasSubstr("logind.conf.d"));
+  EXPECT_THAT(*warning, testing::HasSubstr("5s"));
+  EXPECT_THAT(*warning, testing::HasSubstr("2m15s"));
+  EXPECT_TRUE(s.ready()) << "a configuration warning, not a readiness failure";
+  EXPECT_NE(find(s.checks(), "logind-inhibit-delay"), nullptr);  // compared, not dereferenced
+
+  s.logind_delay_max_usec = 135'000'000;
+  EXPECT_FALSE(s.logind_delay_too_short()) << "exactly enough is enough";
+  EXPECT_EQ(find(s.checks(), "logind-inhibit-delay"), nullptr);
+}
+
+}  // namespace
+}  // namespace shim
