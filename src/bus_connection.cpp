@@ -55,6 +55,7 @@ void bus_connection::process() {
   if (closed_) return;
   for (;;) {
     int r = sd_bus_process(bus_.get(), nullptr);
+    if (deferred_) std::rethrow_exception(std::exchange(deferred_, nullptr));
     if (closed_) return;  // a callback closed us
     if (r < 0) return lost(std::string("processing the bus: ") + std::strerror(-r));
     if (r == 0) break;
@@ -109,25 +110,27 @@ std::string bus_error_text(const sd_bus_error* error, int r) {
 namespace {
 
 struct pending_call {
+  bus_connection& bus;  // the call's slot belongs to it, so it outlives the call
   reply_handler handler;
 };
 
 int on_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
   auto* call = static_cast<pending_call*>(userdata);
-  const sd_bus_error* error = sd_bus_message_get_error(m);
-  if (error) {
-    call->handler(nullptr, bus_error_text(error, sd_bus_message_get_errno(m)));
-  } else {
-    call->handler(m, {});
-  }
-  return 0;
+  return call->bus.guarded([call, m] {
+    const sd_bus_error* error = sd_bus_message_get_error(m);
+    if (error) {
+      call->handler(nullptr, bus_error_text(error, sd_bus_message_get_errno(m)));
+    } else {
+      call->handler(m, {});
+    }
+  });
 }
 
 }  // namespace
 
 slot_ptr call_async(bus_connection& bus, sd_bus_message* m, reply_handler handler,
                     std::uint64_t timeout_usec) {
-  auto* call = new pending_call{std::move(handler)};
+  auto* call = new pending_call{bus, std::move(handler)};
   sd_bus_slot* slot = nullptr;
   int r = sd_bus_call_async(bus.get(), &slot, m, on_reply, call, timeout_usec);
   if (r < 0) {

@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -48,6 +49,18 @@ class bus_connection : public std::enable_shared_from_this<bus_connection> {
   // Stops waiting and closes the connection; on_lost is not called.
   void close();
 
+  // sd-bus calls back through C frames, which no exception may cross: a callback keeps what it
+  // throws here, and it is rethrown once sd_bus_process has returned.
+  template <class F>
+  int guarded(F&& callback) noexcept {
+    try {
+      callback();
+    } catch (...) {
+      if (!deferred_) deferred_ = std::current_exception();
+    }
+    return 0;
+  }
+
  private:
   bus_connection(boost::asio::io_context& io, bus_ptr bus,
                  std::function<void(std::string)> on_lost);
@@ -63,6 +76,7 @@ class bus_connection : public std::enable_shared_from_this<bus_connection> {
   unsigned generation_ = 0;  // waits from an earlier round are stale
   bool kicked_ = false;
   bool closed_ = false;
+  std::exception_ptr deferred_;
 };
 
 // A method call on the bus, its reply handled in the loop. The handler gets the reply, or the error

@@ -28,7 +28,9 @@ logind_inhibitor::logind_inhibitor(boost::asio::io_context& io, logger& log, eve
       handlers_(std::move(h)),
       retry_timer_(io) {}
 
-logind_inhibitor::~logind_inhibitor() {
+logind_inhibitor::~logind_inhibitor() { drop_bus(); }
+
+void logind_inhibitor::drop_bus() {
   // Slots go before the bus they belong to.
   prepare_match_.reset();
   owner_match_.reset();
@@ -37,7 +39,10 @@ logind_inhibitor::~logind_inhibitor() {
   preparing_call_.reset();
   delay_call_.reset();
   state_call_.reset();
+  inhibit_in_flight_ = false;
   if (bus_) bus_->close();
+  bus_.reset();
+  logind_owner_.clear();
 }
 
 void logind_inhibitor::start() { connect(); }
@@ -55,7 +60,9 @@ void logind_inhibitor::schedule(backoff& delays, std::function<void()> what,
 void logind_inhibitor::connect() {
   try {
     bus_ = bus_connection::open_system(io_, [this](std::string why) { bus_lost(std::move(why)); });
+    subscribe();
   } catch (const std::system_error& e) {
+    drop_bus();
     std::string error = e.what();
     status_.inhibitor_detail = error;
     if (first_done_) {
@@ -65,23 +72,12 @@ void logind_inhibitor::connect() {
     first_attempt(error);
     schedule(
         connect_backoff_, [this] { connect(); }, "connect to the system bus");
-    return;
   }
-  subscribe();
 }
 
 void logind_inhibitor::bus_lost(std::string why) {
-  // Calls in flight died with the connection; their slots belong to it.
-  prepare_match_.reset();
-  owner_match_.reset();
-  owner_call_.reset();
-  inhibit_call_.reset();
-  preparing_call_.reset();
-  delay_call_.reset();
-  state_call_.reset();
-  inhibit_in_flight_ = false;
-  bus_.reset();
-  logind_owner_.clear();
+  // Calls in flight died with the connection.
+  drop_bus();
   was_lost_ = true;
   // The old lock fd stays open: logind keeps honouring it across its own restart, and a stale fd
   // is never closed by number.
@@ -154,6 +150,15 @@ void logind_inhibitor::logind_appeared(const std::string& owner) {
 
 void logind_inhibitor::take_lock() {
   if (!bus_ || inhibit_in_flight_ || !wanted_) return;
+  try {
+    send_inhibit();
+  } catch (const std::system_error& e) {
+    inhibit_in_flight_ = false;
+    lock_failed(e.what());
+  }
+}
+
+void logind_inhibitor::send_inhibit() {
   sd_bus_message* raw = nullptr;
   check_negative_errno(sd_bus_message_new_method_call(bus_->get(), &raw, kLogind, kLogindPath,
                                                       kLogindManager, "Inhibit"),
@@ -217,6 +222,14 @@ void logind_inhibitor::first_attempt(const std::string& error) {
 
 void logind_inhibitor::read_properties() {
   if (!bus_ || logind_owner_.empty()) return;
+  try {
+    send_property_reads();
+  } catch (const std::system_error& e) {
+    log_.warning("could not read logind's properties", {{"error", e.what()}});
+  }
+}
+
+void logind_inhibitor::send_property_reads() {
   // No change signal is sent for PreparingForShutdown: a shutdown already under way is only seen
   // by asking.
   preparing_call_ = get_property_async(
@@ -277,10 +290,19 @@ void logind_inhibitor::retake() {
 void logind_inhibitor::query_system_state(
     std::function<void(std::optional<std::string>, const std::string&)> done) {
   if (!bus_) return done(std::nullopt, "not connected to the system bus");
+  try {
+    send_system_state_query(done);
+  } catch (const std::system_error& e) {
+    done(std::nullopt, e.what());
+  }
+}
+
+void logind_inhibitor::send_system_state_query(
+    const std::function<void(std::optional<std::string>, const std::string&)>& done) {
   state_call_ = get_property_async(
       *bus_, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
       "org.freedesktop.systemd1.Manager", "SystemState",
-      [done = std::move(done)](sd_bus_message* reply, const std::string& error) {
+      [done](sd_bus_message* reply, const std::string& error) {
         const char* state = nullptr;
         if (!reply || sd_bus_message_read(reply, "v", "s", &state) < 0 || !state) {
           return done(std::nullopt, error.empty() ? "bad SystemState reply" : error);
@@ -292,35 +314,39 @@ void logind_inhibitor::query_system_state(
 
 int logind_inhibitor::on_prepare_for_shutdown(sd_bus_message* m, void* userdata, sd_bus_error*) {
   auto* self = static_cast<logind_inhibitor*>(userdata);
+  return self->bus_->guarded([self, m] { self->prepare_for_shutdown_signal(m); });
+}
+
+void logind_inhibitor::prepare_for_shutdown_signal(sd_bus_message* m) {
   const char* sender = sd_bus_message_get_sender(m);
   std::string from = sender ? sender : "(unknown)";
-  if (self->logind_owner_.empty() || from != self->logind_owner_) {
-    self->log_.warning("ignoring PrepareForShutdown not sent by logind", {{"sender", from}});
-    return 0;
+  if (logind_owner_.empty() || from != logind_owner_) {
+    log_.warning("ignoring PrepareForShutdown not sent by logind", {{"sender", from}});
+    return;
   }
   int active = 0;
   if (!sd_bus_message_has_signature(m, "b") || sd_bus_message_read(m, "b", &active) < 0) {
-    self->log_.warning("ignoring PrepareForShutdown with a wrong signature",
-                       {{"sender", from}, {"signature", sd_bus_message_get_signature(m, 1)}});
-    return 0;
+    log_.warning("ignoring PrepareForShutdown with a wrong signature",
+                 {{"sender", from}, {"signature", sd_bus_message_get_signature(m, 1)}});
+    return;
   }
-  if (self->handlers_.prepare_for_shutdown) {
-    self->handlers_.prepare_for_shutdown(active != 0, fmt::format("PrepareForShutdown({}) from {}",
-                                                                  active ? "true" : "false", from));
+  if (handlers_.prepare_for_shutdown) {
+    handlers_.prepare_for_shutdown(active != 0, fmt::format("PrepareForShutdown({}) from {}",
+                                                            active ? "true" : "false", from));
   }
-  return 0;
 }
 
 int logind_inhibitor::on_owner_changed(sd_bus_message* m, void* userdata, sd_bus_error*) {
   auto* self = static_cast<logind_inhibitor*>(userdata);
-  const char *name = nullptr, *old_owner = nullptr, *new_owner = nullptr;
-  if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0) return 0;
-  if (!new_owner || !*new_owner) {
-    self->log_.warning("logind left the bus; keeping the lock fd", {{"old_owner", old_owner}});
-    return 0;
-  }
-  self->logind_appeared(new_owner);
-  return 0;
+  return self->bus_->guarded([self, m] {
+    const char *name = nullptr, *old_owner = nullptr, *new_owner = nullptr;
+    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0) return;
+    if (!new_owner || !*new_owner) {
+      self->log_.warning("logind left the bus; keeping the lock fd", {{"old_owner", old_owner}});
+      return;
+    }
+    self->logind_appeared(new_owner);
+  });
 }
 
 }  // namespace shim

@@ -56,12 +56,18 @@ class logind_inhibitor {
   void connect();
   void schedule(backoff& delays, std::function<void()> what, const std::string& why);
   void bus_lost(std::string why);
+  void drop_bus();
   void subscribe();
   void logind_appeared(const std::string& owner);
   void take_lock();
+  void send_inhibit();
   void lock_failed(const std::string& error);
   void read_properties();
+  void send_property_reads();
+  void send_system_state_query(
+      const std::function<void(std::optional<std::string>, const std::string&)>& done);
   void first_attempt(const std::string& error);
+  void prepare_for_shutdown_signal(sd_bus_message* m);
   static int on_prepare_for_shutdown(sd_bus_message* m, void* userdata, sd_bus_error*);
   static int on_owner_changed(sd_bus_message* m, void* userdata, sd_bus_error*);
 
