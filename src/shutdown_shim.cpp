@@ -270,7 +270,7 @@ void shutdown_shim::forward_signal() {
       ++status_.signals_forwarded;
       events_.record(event_kind::SignalForwarded, status_.drain_cause,
                      "sent " + sig + " to the child",
-                     {{"pid", std::to_string(child_->pid())}, {"signal", sig}});
+                     {{"target_pid", std::to_string(child_->pid())}, {"signal", sig}});
     }
     return;
   }
@@ -291,11 +291,11 @@ void shutdown_shim::forward_signal() {
       signalled_.insert(pid);
       events_.record(event_kind::SignalForwarded, status_.drain_cause,
                      fmt::format("sent {} to {}", sig, target_description()),
-                     {{"pid", std::to_string(pid)}, {"signal", sig}});
+                     {{"target_pid", std::to_string(pid)}, {"signal", sig}});
       watcher_.watch(std::move(*process), [this](pid_t gone) {
         signalled_.erase(gone);
         events_.record(event_kind::TargetExited, "pidfd", "the target exited",
-                       {{"pid", std::to_string(gone)}});
+                       {{"target_pid", std::to_string(gone)}});
         if (signalled_.empty()) apply(sequence_.target_exited(clock::now(), "the target exited"));
       });
     } catch (const std::system_error& e) {
@@ -329,7 +329,7 @@ void shutdown_shim::watch_for_target() {
 
 void shutdown_shim::on_child_exit(int code) {
   events_.record(event_kind::TargetExited, "child", fmt::format("the child exited with {}", code),
-                 {{"pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
+                 {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
   apply(sequence_.target_exited(clock::now(), fmt::format("the child exited with {}", code)));
   if (exit_pending_) finish({shim_outcome::kind::child_exited, code, {}});
 }
