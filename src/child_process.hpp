@@ -50,7 +50,7 @@ class child_process {
   std::function<void(int)> on_exit_;
 };
 
-// siginfo from waitid -> exit code as above.
+// A wait status (as from waitpid) -> the exit code above.
 int exit_code_from_status(int wait_status);
 
 }  // namespace shim
