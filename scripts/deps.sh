@@ -3,7 +3,7 @@
 shim_packages=(
   g++ meson ninja-build pkg-config
   libsystemd-dev libboost-dev libfmt-dev libgtest-dev libgmock-dev
-  dbus systemd util-linux curl
+  dbus systemd util-linux curl python3
 )
 
 install_missing_packages() {
