@@ -120,7 +120,8 @@ void shutdown_shim::on_inhibitor_ready(const std::string& error) {
   if (!error.empty() && cfg_.inhibit == inhibit_mode::required) {
     return finish({shim_outcome::kind::inhibit_failed, 0, error});
   }
-  if (cfg_.inhibit == inhibit_mode::required) start_child();
+  // A stop that came while the lock was being taken: the command is not started at all.
+  if (cfg_.inhibit == inhibit_mode::required && !sequence_.draining()) start_child();
   if (!ready_notified_) {
     ready_notified_ = true;
     notify_status();
