@@ -1,9 +1,3 @@
-// GCC 12 with -fsanitize=address,undefined warns -Wmaybe-uninitialized, wrongly, inside Beast's
-// parser (a boost::optional in basic_parser.hpp); that would break sanitizer builds with --werror.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include "readiness_server.hpp"
 
 #include <fcntl.h>
