@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   // First of all: nothing in this process may reach the machine's own system bus.
   sandbox::point_system_bus_nowhere();
   sandbox::become_subreaper();
+  sandbox::install_termination_cleanup();
   signal(SIGPIPE, SIG_IGN);
   ::testing::InitGoogleTest(&argc, argv);
 

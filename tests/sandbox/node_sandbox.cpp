@@ -94,6 +94,7 @@ node_sandbox::node_sandbox(sandbox_options opts)
   char templ[] = "/tmp/node-sandbox.XXXXXX";
   if (!mkdtemp(templ)) throw std::runtime_error(fmt::format("mkdtemp: {}", std::strerror(errno)));
   dir_ = templ;
+  register_cleanup_dir(dir_);
   address_ = "unix:path=" + (dir_ / "system_bus_socket").string();
   // Before anything is started: this process and all it starts use the private bus, and nothing
   // else. A mismatch here is a hard failure, never something to carry on from.
@@ -119,6 +120,7 @@ node_sandbox::node_sandbox(sandbox_options opts)
     point_system_bus_nowhere();
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+    unregister_cleanup_dir(dir_);
     throw;
   }
 }
@@ -137,6 +139,7 @@ node_sandbox::~node_sandbox() {
   dbus_.reset();
   reap_orphans();
   point_system_bus_nowhere();
+  unregister_cleanup_dir(dir_);
   const char* keep = std::getenv("SANDBOX_KEEP");
   if (keep_dir_ || (keep && std::string_view(keep) == "1")) {
     fmt::print(stderr, "sandbox kept at {}\n", dir_.string());

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -41,6 +42,11 @@ void untrack(pid_t pid) {
 bool is_tracked(pid_t pid) {
   std::lock_guard lock(tracked_mutex);
   return tracked_pids.contains(pid);
+}
+
+std::set<std::filesystem::path>& cleanup_dirs() {
+  static std::set<std::filesystem::path> dirs;
+  return dirs;
 }
 
 int open_pidfd(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
@@ -317,6 +323,50 @@ void child_process::kill_and_reap() {
     close(pidfd_);
     pidfd_ = -1;
   }
+}
+
+void register_cleanup_dir(const std::filesystem::path& dir) {
+  std::lock_guard lock(tracked_mutex);
+  cleanup_dirs().insert(dir);
+}
+
+void unregister_cleanup_dir(const std::filesystem::path& dir) {
+  std::lock_guard lock(tracked_mutex);
+  cleanup_dirs().erase(dir);
+}
+
+void install_termination_cleanup() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    // The main thread may be anywhere: take the registries and end everything from here.
+    std::lock_guard lock(tracked_mutex);
+    for (pid_t pid : tracked_pids) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+    }
+    for (pid_t pid : tracked_pids) {
+      int st;
+      waitpid(pid, &st, 0);
+    }
+    for (const auto& dir : cleanup_dirs()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+    std::fprintf(stderr, "terminated by signal %d: killed %zu children, removed %zu sandbox dirs\n",
+                 sig, tracked_pids.size(), cleanup_dirs().size());
+    _exit(128 + sig);
+  }).detach();
 }
 
 void become_subreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }

@@ -82,6 +82,14 @@ class child_process {
   std::optional<int> status_;
 };
 
+// For a test binary killed by SIGTERM/SIGINT/SIGHUP (a meson timeout): blocks those signals in the
+// calling thread and starts a thread that, on one of them, SIGKILLs every tracked child and its
+// group, removes every registered directory, and exits 128+signal. Call in main() before any other
+// thread exists (threads inherit the mask; children get a clean one).
+void install_termination_cleanup();
+void register_cleanup_dir(const std::filesystem::path& dir);
+void unregister_cleanup_dir(const std::filesystem::path& dir);
+
 // Makes this process the reaper of orphans of its descendants, so that a grandchild whose parent
 // was killed is reaped here rather than lingering. Harmless to call more than once.
 void become_subreaper();
