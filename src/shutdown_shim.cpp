@@ -329,8 +329,9 @@ void shutdown_shim::watch_for_target() {
 }
 
 void shutdown_shim::on_child_exit(int code) {
-  events_.record(event_kind::TargetExited, "child", fmt::format("the child exited with {}", code),
-                 {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
+  events_.record(
+      event_kind::TargetExited, "child", fmt::format("the child exited with {}", code),
+      {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
   apply(sequence_.target_exited(clock::now(), fmt::format("the child exited with {}", code)));
   if (exit_pending_) finish({shim_outcome::kind::child_exited, code, {}});
 }
