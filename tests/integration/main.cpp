@@ -85,10 +85,7 @@ std::optional<std::string> missing_helper(const sandbox::tool_paths& tools) {
 
 int main(int argc, char** argv) {
   // First of all: nothing in this process may reach the machine's own system bus.
-  sandbox::point_system_bus_nowhere();
-  sandbox::become_subreaper();
-  sandbox::install_termination_cleanup();
-  signal(SIGPIPE, SIG_IGN);
+  sandbox::prepare_sandbox_process();
   ::testing::InitGoogleTest(&argc, argv);
 
   const auto tools = sandbox::tool_paths::from_environment();

@@ -69,6 +69,13 @@ tool_paths tool_paths::from_environment() {
 
 void point_system_bus_nowhere() { setenv("DBUS_SYSTEM_BUS_ADDRESS", kNoBusAddress, 1); }
 
+void prepare_sandbox_process() {
+  point_system_bus_nowhere();
+  become_subreaper();
+  install_termination_cleanup();
+  signal(SIGPIPE, SIG_IGN);
+}
+
 lock_fd& lock_fd::operator=(lock_fd&& o) noexcept {
   if (this != &o) {
     release();

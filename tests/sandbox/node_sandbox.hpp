@@ -38,6 +38,10 @@ inline constexpr const char* kNoBusAddress = "unix:path=/nonexistent/shutdown-sh
 // Sets DBUS_SYSTEM_BUS_ADDRESS to kNoBusAddress in this process. Call first thing in main().
 void point_system_bus_nowhere();
 
+// What every program that runs sandboxes does first in main(), before any thread exists: points
+// the system bus nowhere, becomes a subreaper, cleans up on SIGTERM/SIGINT, ignores SIGPIPE.
+void prepare_sandbox_process();
+
 struct sandbox_options {
   // logind.conf's InhibitDelayMaxSec= in logind's syntax: "30", "1", "500ms".
   std::string inhibit_delay_max = "30";

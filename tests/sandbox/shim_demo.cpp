@@ -165,10 +165,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // Nothing here may reach the machine's own system bus, even by accident.
-  sandbox::point_system_bus_nowhere();
-  sandbox::become_subreaper();
-  sandbox::install_termination_cleanup();
-  signal(SIGPIPE, SIG_IGN);
+  sandbox::prepare_sandbox_process();
   if (geteuid() != 0) {
     fmt::print(stderr, "shim_demo needs root: logind runs in its own mount namespace\n");
     return 77;
