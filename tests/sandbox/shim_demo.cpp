@@ -6,7 +6,6 @@
 //   shim_demo [--drain-delay=5s] [--exit-timeout=10s] [--apiserver-delay=5s]
 
 #include <fmt/core.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
