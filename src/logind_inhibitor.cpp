@@ -65,10 +65,7 @@ void logind_inhibitor::connect() {
     drop_bus();
     std::string error = e.what();
     status_.inhibitor_detail = error;
-    if (first_done_) {
-      status_.inhibitor =
-          held() ? shim_status::inhibitor_state::held : shim_status::inhibitor_state::retrying;
-    }
+    publish_state();
     first_attempt(error);
     schedule(
         connect_backoff_, [this] { connect(); }, "connect to the system bus");
@@ -82,9 +79,7 @@ void logind_inhibitor::bus_lost(std::string why) {
   // The old lock fd stays open: logind keeps honouring it across its own restart, and a stale fd
   // is never closed by number.
   status_.inhibitor_detail = "system bus lost: " + why;
-  if (!held() && status_.inhibitor != shim_status::inhibitor_state::released) {
-    status_.inhibitor = shim_status::inhibitor_state::retrying;
-  }
+  publish_state();
   events_.record(event_kind::BusLost, why, "lost the system bus; keeping the lock fd, reconnecting",
                  {{"lock_held", held() ? "true" : "false"}});
   if (handlers_.status_changed) handlers_.status_changed();
@@ -189,8 +184,8 @@ void logind_inhibitor::send_inhibit() {
             // New lock first, then the old one goes: there is never a moment without one.
             lock_ = std::move(dup);
             lock_backoff_.reset();
-            status_.inhibitor = shim_status::inhibitor_state::held;
             status_.inhibitor_detail.clear();
+            publish_state();
             events_.record(event_kind::InhibitorTaken, replaced ? "re-taken" : "start",
                            "holding a logind delay lock on shutdown",
                            {{"fd", std::to_string(lock_.get())}});
@@ -204,7 +199,7 @@ void logind_inhibitor::send_inhibit() {
 
 void logind_inhibitor::lock_failed(const std::string& error) {
   status_.inhibitor_detail = error;
-  if (!held() && first_done_) status_.inhibitor = shim_status::inhibitor_state::retrying;
+  publish_state();
   log_.warning("could not take the logind delay lock", {{"error", error}});
   first_attempt(error);
   if (handlers_.status_changed) handlers_.status_changed();
@@ -213,10 +208,21 @@ void logind_inhibitor::lock_failed(const std::string& error) {
         lock_backoff_, [this] { take_lock(); }, "take the logind lock");
 }
 
+void logind_inhibitor::publish_state() {
+  using state = shim_status::inhibitor_state;
+  if (!first_done_) {
+    status_.inhibitor = state::pending;
+  } else if (held()) {
+    status_.inhibitor = state::held;
+  } else {
+    status_.inhibitor = wanted_ ? state::retrying : state::released;
+  }
+}
+
 void logind_inhibitor::first_attempt(const std::string& error) {
   if (first_done_) return;
   first_done_ = true;
-  if (!error.empty()) status_.inhibitor = shim_status::inhibitor_state::retrying;
+  publish_state();
   if (handlers_.first_attempt_done) handlers_.first_attempt_done(error);
 }
 
@@ -267,8 +273,8 @@ void logind_inhibitor::release(const std::string& cause) {
   retry_timer_.cancel();
   bool had = held();
   lock_.reset();
-  status_.inhibitor = shim_status::inhibitor_state::released;
   status_.inhibitor_detail.clear();
+  publish_state();
   events_.record(
       event_kind::InhibitorReleased, cause,
       had ? "closed the logind lock: the shutdown goes on" : "hold over (no lock was held)");
@@ -277,11 +283,8 @@ void logind_inhibitor::release(const std::string& cause) {
 
 void logind_inhibitor::retake() {
   wanted_ = true;
-  if (held()) {
-    status_.inhibitor = shim_status::inhibitor_state::held;
-    return;
-  }
-  status_.inhibitor = shim_status::inhibitor_state::retrying;
+  publish_state();
+  if (held()) return;
   status_.inhibitor_detail = "taking the lock again";
   lock_backoff_.reset();
   take_lock();

@@ -67,6 +67,8 @@ class logind_inhibitor {
   void send_system_state_query(
       const std::function<void(std::optional<std::string>, const std::string&)>& done);
   void first_attempt(const std::string& error);
+  // shim_status::inhibitor follows from first_done_, the lock and wanted_; never set it elsewhere.
+  void publish_state();
   void prepare_for_shutdown_signal(sd_bus_message* m);
   static int on_prepare_for_shutdown(sd_bus_message* m, void* userdata, sd_bus_error*);
   static int on_owner_changed(sd_bus_message* m, void* userdata, sd_bus_error*);
