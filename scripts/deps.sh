@@ -4,6 +4,7 @@ shim_packages=(
   g++ meson ninja-build pkg-config
   libsystemd-dev libboost-dev libfmt-dev libgtest-dev libgmock-dev
   dbus systemd util-linux curl python3
+  haproxy gnuplot-nox python3-yaml
 )
 
 install_missing_packages() {
