@@ -5,6 +5,10 @@
 //    --shutdown-delay, after which it stops listening, closes its connections and exits 0.
 //  - A second SIGTERM/SIGINT makes it exit 1 at once.
 //  - --ignore-sigterm: signals are logged and otherwise ignored (an apiserver that never exits).
+//  - --request-time: every answer but /readyz's takes that long (a real GET takes milliseconds), so
+//    that requests are in flight when the process dies. When the shutdown delay is over it stops
+//    listening, closes idle connections and finishes the requests it is serving (with
+//    "Connection: close") before it exits, as the real server does.
 // Every signal is appended to --signal-log as "SIGNAME monotonic_us"; milestones go to
 // --lifecycle-log as "WORD monotonic_us [detail]" (LISTENING, UNREADY, STOPPED_LISTENING, EXIT).
 // Single-threaded Boost.Asio; signals arrive through asio::signal_set, so the logs are written from
@@ -135,6 +139,7 @@ struct options {
   std::string lifecycle_log;
   std::string name = "fake-apiserver";
   std::chrono::microseconds shutdown_delay{0};
+  std::chrono::microseconds request_time{0};
   bool ignore_sigterm = false;
   int exit_code = 0;
 };
@@ -145,7 +150,9 @@ class session : public std::enable_shared_from_this<session> {
  public:
   session(tcp::socket socket, server& srv) : stream_(std::move(socket)), server_(srv) {}
   void start() { read(); }
+  bool busy() const { return busy_; }
   void close() {
+    service_timer_.cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
@@ -154,8 +161,11 @@ class session : public std::enable_shared_from_this<session> {
  private:
   void read();
   void respond();
+  void write();
 
   beast::tcp_stream stream_;
+  asio::steady_timer service_timer_{stream_.get_executor()};
+  bool busy_ = false;  // a request has been read and its answer is not written yet
   beast::flat_buffer buffer_;
   http::request<http::string_body> request_;
   http::response<http::string_body> response_;
@@ -189,6 +199,12 @@ class server {
   }
 
   bool ready() const { return !shutting_down_; }
+  bool closing() const { return closing_; }
+  std::chrono::microseconds request_time() const { return opts_.request_time; }
+  // A session finished a request; after the shutdown delay, the last one lets the process exit.
+  void request_done() {
+    if (closing_ && !any_busy()) finish(exit_code_);
+  }
   const std::string& name() const { return opts_.name; }
   int exit_code() const { return exit_code_; }
 
@@ -220,7 +236,7 @@ class server {
         lifecycle_.write("UNREADY", name);
         timer_.expires_after(opts_.shutdown_delay);
         timer_.async_wait([this](beast::error_code e) {
-          if (!e) stop(opts_.exit_code);
+          if (!e) drain_and_stop(opts_.exit_code);
         });
         wait_signal();
       } else {
@@ -228,6 +244,42 @@ class server {
         stop(1);
       }
     });
+  }
+
+  bool any_busy() {
+    for (auto& w : sessions_) {
+      if (auto s = w.lock(); s && s->busy()) return true;
+    }
+    return false;
+  }
+
+  // The end of the shutdown delay: no new connections, idle ones closed, the requests being
+  // served finish (bounded) before the exit.
+  void drain_and_stop(int code) {
+    exit_code_ = code;
+    closing_ = true;
+    beast::error_code ec;
+    acceptor_.close(ec);
+    lifecycle_.write("STOPPED_LISTENING");
+    for (auto& w : sessions_) {
+      if (auto s = w.lock(); s && !s->busy()) s->close();
+    }
+    if (!any_busy()) return finish(code);
+    timer_.expires_after(opts_.request_time + std::chrono::seconds(5));
+    timer_.async_wait([this, code](beast::error_code e) {
+      if (!e) finish(code);
+    });
+  }
+
+  void finish(int code) {
+    for (auto& w : sessions_) {
+      if (auto s = w.lock()) s->close();
+    }
+    beast::error_code ec;
+    signals_.cancel(ec);
+    timer_.cancel();
+    lifecycle_.write("EXIT", fmt::format("{}", code));
+    io_.stop();
   }
 
   void stop(int code) {
@@ -253,6 +305,7 @@ class server {
   line_log lifecycle_;
   std::list<std::weak_ptr<session>> sessions_;
   bool shutting_down_ = false;
+  bool closing_ = false;
   int signals_seen_ = 0;
   int exit_code_ = 0;
 };
@@ -265,6 +318,7 @@ void session::read() {
                        self->close();
                        return;
                      }
+                     self->busy_ = true;
                      self->respond();
                    });
 }
@@ -289,17 +343,28 @@ void session::respond() {
   response_.set("X-Backend", server_.name());
   response_.set(http::field::content_type, "text/plain; charset=utf-8");
   response_.set("X-Content-Type-Options", "nosniff");
-  response_.keep_alive(request_.keep_alive());
   if (head) {
     response_.content_length(body.size());  // what GET would send, without the body
   } else {
     response_.body() = std::move(body);
     response_.prepare_payload();
   }
+  if (path == "/readyz" || server_.request_time().count() == 0) return write();
+  service_timer_.expires_after(server_.request_time());
+  service_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec) return self->close();
+    self->write();
+  });
+}
+
+void session::write() {
+  response_.keep_alive(request_.keep_alive() && !server_.closing());
   http::async_write(stream_, response_,
                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                      if (ec || !self->response_.keep_alive()) {
+                      self->busy_ = false;
+                      if (ec || !self->response_.keep_alive() || self->server_.closing()) {
                         self->close();
+                        self->server_.request_done();
                         return;
                       }
                       self->read();
@@ -311,7 +376,7 @@ void session::respond() {
              "fake_apiserver: {}\n"
              "usage: fake_apiserver --listen=HOST:PORT [--port-file=PATH] [--pidfile=PATH]\n"
              "         [--signal-log=PATH] [--lifecycle-log=PATH] [--shutdown-delay=DURATION]\n"
-             "         [--name=NAME] [--ignore-sigterm] [--exit-code=N]\n",
+             "         [--name=NAME] [--ignore-sigterm] [--exit-code=N] [--request-time=D]\n",
              error);
   std::exit(2);
 }
@@ -344,6 +409,8 @@ options parse(int argc, char** argv) {
         o.lifecycle_log = *v;
       } else if (auto v = value("--shutdown-delay")) {
         o.shutdown_delay = parse_duration(*v);
+      } else if (auto v = value("--request-time")) {
+        o.request_time = parse_duration(*v);
       } else if (auto v = value("--name")) {
         o.name = *v;
       } else if (auto v = value("--exit-code")) {

@@ -86,6 +86,11 @@ struct manager_state {
   std::vector<start_unit_call> start_calls;
   std::vector<kill_unit_call> kill_calls;
   std::vector<std::uint32_t> kill_on_reboot;
+  // SetStopOnReboot: PIDs that get SIGTERM when reboot.target starts (systemd stopping their
+  // units), and how long the kill of everything waits for them (the unit's stop timeout).
+  std::vector<std::uint32_t> stop_on_reboot;
+  std::uint64_t stop_timeout_us = 0;
+  sd_event_source* stop_timer = nullptr;
   std::vector<kill_report> kill_reports;
   std::map<std::string, std::uint32_t> main_pids;  // unit -> PID, for KillUnit
   std::vector<unit_object> units;
@@ -129,6 +134,31 @@ void kill_registered_processes() {
   g.kill_on_reboot.clear();
 }
 
+int on_stop_timeout(sd_event_source*, std::uint64_t, void*) {
+  log_line("reboot.target: stop timeout over");
+  kill_registered_processes();
+  return 0;
+}
+
+// What systemd does to a unit still running when reboot.target is started: SIGTERM, then SIGKILL
+// once the stop timeout has passed. Every registered PID is SIGKILLed at that moment (the whole
+// node going down), including the stopped ones if they are still there.
+void stop_then_kill_registered_processes() {
+  for (std::uint32_t pid : g.stop_on_reboot) {
+    const bool alive = kill(static_cast<pid_t>(pid), SIGTERM) == 0;
+    log_line(fmt::format("reboot.target: SIGTERM pid {} (alive: {}), SIGKILL in {} us", pid, alive,
+                         g.stop_timeout_us));
+    g.kill_on_reboot.push_back(pid);
+  }
+  g.stop_on_reboot.clear();
+  if (g.stop_timer) sd_event_source_unref(g.stop_timer);
+  g.stop_timer = nullptr;
+  if (sd_event_add_time(g.event, &g.stop_timer, CLOCK_MONOTONIC, monotonic_us() + g.stop_timeout_us,
+                        0, on_stop_timeout, nullptr) < 0) {
+    kill_registered_processes();
+  }
+}
+
 // --- org.freedesktop.systemd1.Manager
 // -------------------------------------------------------------
 
@@ -147,7 +177,11 @@ int method_start_unit(sd_bus_message* m, void*, sd_bus_error*) {
                        sd_bus_message_get_sender(m) ? sd_bus_message_get_sender(m) : "?", id));
   if (std::string_view(unit) == "reboot.target" || std::string_view(unit) == "poweroff.target" ||
       std::string_view(unit) == "halt.target") {
-    kill_registered_processes();
+    if (g.stop_on_reboot.empty()) {
+      kill_registered_processes();
+    } else {
+      stop_then_kill_registered_processes();
+    }
   }
   r = sd_bus_reply_method_return(m, "o", g.last_job_path.c_str());
   if (r < 0) return r;
@@ -328,6 +362,22 @@ int method_set_kill_on_reboot(sd_bus_message* m, void*, sd_bus_error*) {
   return sd_bus_reply_method_return(m, "");
 }
 
+int method_set_stop_on_reboot(sd_bus_message* m, void*, sd_bus_error*) {
+  const void* data = nullptr;
+  std::size_t size = 0;
+  int r = sd_bus_message_read_array(m, 'u', &data, &size);
+  if (r < 0) return r;
+  std::uint64_t timeout_us = 0;
+  r = sd_bus_message_read(m, "t", &timeout_us);
+  if (r < 0) return r;
+  const auto* pids = static_cast<const std::uint32_t*>(data);
+  g.stop_on_reboot.assign(pids, pids + size / sizeof(std::uint32_t));
+  g.stop_timeout_us = timeout_us;
+  log_line(fmt::format("stop on reboot: {} PIDs, stop timeout {} us", g.stop_on_reboot.size(),
+                       timeout_us));
+  return sd_bus_reply_method_return(m, "");
+}
+
 int method_killed_on_reboot(sd_bus_message* m, void*, sd_bus_error*) {
   sd_bus_message* reply = nullptr;
   int r = sd_bus_message_new_method_return(m, &reply);
@@ -366,6 +416,8 @@ const sd_bus_vtable kTestVtable[] = {
     SD_BUS_METHOD("KillUnitCalls", "", "a(ssit)", method_kill_unit_calls,
                   SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("SetKillOnReboot", "au", "", method_set_kill_on_reboot,
+                  SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("SetStopOnReboot", "aut", "", method_set_stop_on_reboot,
                   SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("KilledOnReboot", "", "a(ubt)", method_killed_on_reboot,
                   SD_BUS_VTABLE_UNPRIVILEGED),
@@ -539,6 +591,7 @@ int main(int argc, char** argv) {
   r = sd_event_loop(g.event);
   drop_bus();
   if (g.reconnect_timer) sd_event_source_unref(g.reconnect_timer);
+  if (g.stop_timer) sd_event_source_unref(g.stop_timer);
   sd_event_unref(g.event);
   log_line(fmt::format("exiting ({})", r));
   return r == 0 ? 0 : 1;

@@ -270,7 +270,7 @@ void node_sandbox::write_logind_conf() {
       "IdleAction=ignore\n",
       opts_.inhibit_delay_max);
   write_file(dir_ / "etc-systemd" / "logind.conf", conf);
-  write_file(dir_ / "etc-systemd" / "logind.conf.d" / "zzzz-node-sandbox.conf", conf);
+  write_file(dir_ / "etc-systemd" / "logind.conf.d" / opts_.logind_dropin_name, conf);
 }
 
 void node_sandbox::set_inhibit_delay_max(const std::string& value) {
@@ -646,6 +646,28 @@ void node_sandbox::set_kill_on_reboot(const std::vector<pid_t>& pids) {
     std::string what = error.message ? error.message : std::strerror(-r);
     sd_bus_error_free(&error);
     throw bus_error("", "SetKillOnReboot: " + what);
+  }
+}
+
+void node_sandbox::set_stop_on_reboot(const std::vector<pid_t>& pids,
+                                      std::chrono::microseconds stop_timeout) {
+  sd_bus_message* raw = nullptr;
+  int r = sd_bus_message_new_method_call(bus().get(), &raw, kSystemd1, kSystemd1Path,
+                                         kTestInterface, "SetStopOnReboot");
+  if (r < 0) throw std::runtime_error("SetStopOnReboot: cannot build the call");
+  message_ptr call(raw);
+  std::vector<std::uint32_t> u(pids.begin(), pids.end());
+  r = sd_bus_message_append_array(raw, 'u', u.data(), u.size() * sizeof(std::uint32_t));
+  if (r >= 0) r = sd_bus_message_append(raw, "t", static_cast<std::uint64_t>(stop_timeout.count()));
+  if (r < 0) throw std::runtime_error("SetStopOnReboot: cannot append the arguments");
+  sd_bus_error error = SD_BUS_ERROR_NULL;
+  sd_bus_message* reply = nullptr;
+  r = sd_bus_call(bus().get(), raw, 0, &error, &reply);
+  message_ptr owned(reply);
+  if (r < 0) {
+    std::string what = error.message ? error.message : std::strerror(-r);
+    sd_bus_error_free(&error);
+    throw bus_error("", "SetStopOnReboot: " + what);
   }
 }
 

@@ -45,6 +45,10 @@ void prepare_sandbox_process();
 struct sandbox_options {
   // logind.conf's InhibitDelayMaxSec= in logind's syntax: "30", "1", "500ms".
   std::string inhibit_delay_max = "30";
+  // The sandbox's logind.conf.d drop-in repeating that value, so that the machine's
+  // /usr/lib/systemd/logind.conf.d cannot override it. It sorts last by default; tests of the
+  // shim's own zz-shutdown-shim.conf name it to sort just before that one.
+  std::string logind_dropin_name = "zzzz-node-sandbox.conf";
   bool start_manager = true;
   bool start_logind = true;
   // Bound on every start-up wait (socket, bus names).
@@ -175,6 +179,9 @@ class node_sandbox {
                                                        std::chrono::milliseconds timeout,
                                                        std::uint64_t since_us = 0);
   void set_kill_on_reboot(const std::vector<pid_t>& pids);
+  // When reboot.target starts: SIGTERM to pids, and the SIGKILL of every registered PID (these and
+  // set_kill_on_reboot's) only stop_timeout later, as systemd stopping units does.
+  void set_stop_on_reboot(const std::vector<pid_t>& pids, std::chrono::microseconds stop_timeout);
   std::vector<kill_record> killed_on_reboot();
 
   // --- diagnostics ---
