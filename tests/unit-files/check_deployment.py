@@ -1,0 +1,590 @@
+#!/usr/bin/python3
+"""Checks what ships to nodes (unit-files/) against the shim and against the tools that read it.
+
+One subcommand per meson test: unit, logind-dropin, manifests, haproxy. Each prints what it
+checked and exits 1 with every problem it found. Run with /usr/bin/python3: python3-yaml is a
+Debian package.
+"""
+
+import argparse
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+# What the shipped files assume of the shim; check_shim_defaults() holds them against its --help.
+SHIM_DEFAULT_DRAIN_S = 70
+SHIM_DEFAULT_EXIT_TIMEOUT_S = 65
+SHIM_DEFAULT_PORT = 6080
+DEFAULT_LOGIND_CONF_DIR = "/etc/systemd/logind.conf.d"
+DBUS_SOCKET = "/run/dbus/system_bus_socket"
+# Drop-ins our zz- file has to sort after. unattended-upgrades 2.9.1 (Debian 12) ships the first
+# in /usr/lib/systemd/logind.conf.d (InhibitDelayMaxSec=30); kubelet's graceful node shutdown
+# writes the second (pkg/kubelet/nodeshutdown/systemd: logindConfigDirectory, kubeletLogindConf).
+VENDOR_DROPINS = {
+    "usr/lib/systemd/logind.conf.d/unattended-upgrades-logind-maxdelay.conf": 30,
+    "etc/systemd/logind.conf.d/99-kubelet.conf": 60,
+}
+SHIM_DROPIN_NAME = "zz-shutdown-shim.conf"
+
+
+class Problems:
+    def __init__(self):
+        self.items = []
+
+    def check(self, ok, message):
+        if not ok:
+            self.items.append(message)
+        return ok
+
+    def finish(self, what):
+        if self.items:
+            print(f"FAIL: {what}: {len(self.items)} problem(s)")
+            for item in self.items:
+                print(f"  - {item}")
+            return 1
+        print(f"ok: {what}")
+        return 0
+
+
+def margin_s(hold_s):
+    """Mirrors inhibit_delay_margin() in src/logind_config.cpp: 10 % of the hold, at least 5 s."""
+    return max(5, math.ceil(hold_s / 10))
+
+
+def needed_s(drain_s, exit_timeout_s):
+    hold = drain_s + exit_timeout_s
+    return hold + margin_s(hold)
+
+
+GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
+def go_duration_s(text):
+    """Go's time.ParseDuration, as the shim takes its durations; seconds as a float."""
+    if text in ("0", "+0", "-0"):
+        return 0.0
+    parts = re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)", text)
+    if not parts or "".join(n + u for n, u in parts) != text.lstrip("+"):
+        raise ValueError(f"not a Go duration: {text!r}")
+    return sum(float(n) * GO_UNITS[u] for n, u in parts)
+
+
+def systemd_timespan_s(text):
+    """The subset of systemd's time spans a unit or logind.conf would use here: 150, 150s, 2min 30s."""
+    units = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "ms": 1e-3}
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", text.strip())
+    if not parts or any(u not in units for _, u in parts):
+        raise ValueError(f"not a time span: {text!r}")
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def shim_accepts(shim, flags):
+    """Runs the built shim with flags then --help: it parses flags left to right and stops at
+    --help, so this exits 0 exactly when every flag before it is valid."""
+    result = subprocess.run([shim, *flags, "--help"], capture_output=True, text=True, timeout=30)
+    return result.returncode == 0, result.stderr.strip()
+
+
+def check_shim_defaults(p, shim):
+    """The defaults the built shim prints in --help are the ones the files here rely on."""
+    help_text = subprocess.run([shim, "--help"], capture_output=True, text=True, timeout=30,
+                               check=True).stdout
+
+    def default_of(flag):
+        m = re.search(rf"^\s+{re.escape(flag)}=\S+\s.*\(default ([^)]+)\)$", help_text, re.M)
+        return m.group(1) if m else None
+
+    drain, exit_timeout = default_of("--drain-delay"), default_of("--exit-timeout")
+    listen = default_of("--listen")
+    p.check(drain is not None and go_duration_s(drain) == SHIM_DEFAULT_DRAIN_S,
+            f"the shim's --drain-delay default is {drain}, the files assume {SHIM_DEFAULT_DRAIN_S}s")
+    p.check(exit_timeout is not None and go_duration_s(exit_timeout) == SHIM_DEFAULT_EXIT_TIMEOUT_S,
+            f"the shim's --exit-timeout default is {exit_timeout}, the files assume "
+            f"{SHIM_DEFAULT_EXIT_TIMEOUT_S}s")
+    p.check(listen is not None and listen.endswith(f":{SHIM_DEFAULT_PORT}"),
+            f"the shim's --listen default is {listen}, the files assume port {SHIM_DEFAULT_PORT}")
+
+
+def shim_flag_values(flags):
+    """Flag name -> list of values for --name=value flags (the form every file here uses)."""
+    values = {}
+    for flag in flags:
+        name, _, value = flag.partition("=")
+        values.setdefault(name, []).append(value)
+    return values
+
+
+# --- the systemd unit ---------------------------------------------------------------------------
+
+
+def read_unit(path):
+    """Section -> list of (key, value), joining continuation lines as systemd does."""
+    sections, section, pending = {}, None, ""
+    for raw in Path(path).read_text().splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            sections.setdefault(section, [])
+            continue
+        key, _, value = line.partition("=")
+        sections[section].append((key.strip(), value.strip()))
+    return sections
+
+
+def unit_values(sections, section, key):
+    return [v for k, v in sections.get(section, []) if k == key]
+
+
+def environment_defaults(sections):
+    env = {}
+    for value in unit_values(sections, "Service", "Environment"):
+        for assignment in shlex.split(value):
+            name, _, val = assignment.partition("=")
+            env[name] = val
+    return env
+
+
+def commented_defaults(path):
+    """The environment file documents each default as a commented-out assignment."""
+    env = {}
+    for line in Path(path).read_text().splitlines():
+        m = re.match(r"#([A-Z][A-Z0-9_]*)=(.*)$", line)
+        if m:
+            env[m.group(1)] = m.group(2)
+    return env
+
+
+def expand_exec(command, env):
+    """systemd's ExecStart= expansion: $VAR splits at whitespace, ${VAR} stays one word."""
+    argv = []
+    for word in shlex.split(command):
+        if re.fullmatch(r"\$[A-Za-z_][A-Za-z0-9_]*", word):
+            argv.extend(env.get(word[1:], "").split())
+            continue
+        argv.append(re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""),
+                           word))
+    return argv
+
+
+def check_unit(args):
+    p = Problems()
+    unit = args.unit
+    verify = subprocess.run(["systemd-analyze", "verify", unit], capture_output=True, text=True,
+                            timeout=120)
+    # systemd-analyze only warns (exit 0) about unknown keys or bad values: any output fails.
+    output = (verify.stdout + verify.stderr).strip()
+    p.check(verify.returncode == 0 and not output,
+            f"systemd-analyze verify {unit}: exit {verify.returncode}: {output}")
+
+    check_shim_defaults(p, args.shim)
+    s = read_unit(unit)
+
+    def one(key, section="Service"):
+        values = unit_values(s, section, key)
+        return values[-1] if values else None
+
+    for key, want in [("Type", "notify"), ("NotifyAccess", "main"), ("KillMode", "mixed"),
+                      ("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"),
+                      ("ProtectHome", "yes"), ("PrivateTmp", "yes"),
+                      ("ProtectKernelTunables", "yes"), ("ProtectKernelModules", "yes"),
+                      ("ProtectKernelLogs", "yes"), ("ProtectControlGroups", "yes"),
+                      ("LockPersonality", "yes"), ("MemoryDenyWriteExecute", "yes"),
+                      ("RestrictNamespaces", "yes"), ("RestrictSUIDSGID", "yes"),
+                      ("SystemCallFilter", "@system-service"),
+                      ("LogsDirectory", "shutdown-shim")]:
+        p.check(one(key) == want, f"[Service] {key}={one(key)}, want {want}")
+    p.check(set((one("RestrictAddressFamilies") or "").split()) == {"AF_UNIX", "AF_INET",
+                                                                     "AF_INET6"},
+            f"RestrictAddressFamilies={one('RestrictAddressFamilies')}")
+    p.check(set((one("CapabilityBoundingSet") or "").split()) == {"CAP_KILL", "CAP_SYS_BOOT"},
+            f"CapabilityBoundingSet={one('CapabilityBoundingSet')}, want CAP_KILL CAP_SYS_BOOT")
+    for key in ("ProtectProc", "ProcSubset", "User", "DynamicUser"):
+        p.check(one(key) is None, f"{key}= would hide or forbid signalling kube-apiserver")
+    after = " ".join(unit_values(s, "Unit", "After")).split()
+    for dep in ("dbus.service", "systemd-logind.service", "containerd.service", "crio.service",
+                "kubelet.service"):
+        p.check(dep in after, f"After= lacks {dep} (the shim must stop before it)")
+    # "-": Debian has no such directory by default, and a missing ReadWritePaths= entry fails the
+    # start with 226/NAMESPACE; the tmpfiles.d entry creates it at boot.
+    p.check("-" + DEFAULT_LOGIND_CONF_DIR in (one("ReadWritePaths") or "").split(),
+            f"ReadWritePaths= lacks -{DEFAULT_LOGIND_CONF_DIR} (--ensure-inhibit-delay writes there)")
+    tmpfiles = [line.split() for line in Path(args.tmpfiles).read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
+    p.check(any(f[:2] == ["d", DEFAULT_LOGIND_CONF_DIR] for f in tmpfiles),
+            f"{args.tmpfiles} does not create {DEFAULT_LOGIND_CONF_DIR}")
+    p.check(one("WantedBy", "Install") == "multi-user.target", "WantedBy= is not multi-user.target")
+
+    watchdog = one("WatchdogSec")
+    p.check(watchdog is not None and 10 <= systemd_timespan_s(watchdog) <= 120,
+            f"WatchdogSec={watchdog}, want between 10s and 2min")
+
+    env = environment_defaults(s)
+    p.check(any(v.endswith("default/shutdown-shim") for v in
+                unit_values(s, "Service", "EnvironmentFile")),
+            "no EnvironmentFile=-.../default/shutdown-shim")
+    documented = commented_defaults(args.environment_file)
+    p.check(documented == env,
+            f"{args.environment_file} documents {documented}, the unit's defaults are {env}")
+
+    argv = expand_exec(one("ExecStart"), env)
+    p.check(argv and argv[0] == args.shim, f"ExecStart runs {argv[:1]}, want {args.shim}")
+    ok, err = shim_accepts(args.shim, argv[1:])
+    p.check(ok, f"the shim refuses the unit's flags {argv[1:]}: {err}")
+    flags = shim_flag_values(argv[1:])
+    p.check(flags.get("--target-name") == ["kube-apiserver"],
+            f"--target-name is {flags.get('--target-name')}, want kube-apiserver once")
+    p.check(flags.get("--event-log", [""])[0].startswith("/var/log/shutdown-shim/"),
+            "--event-log is not under LogsDirectory /var/log/shutdown-shim")
+    p.check("--ensure-inhibit-delay" in flags, "--ensure-inhibit-delay is off by default")
+    drain = go_duration_s(flags.get("--drain-delay", ["70s"])[0])
+    exit_timeout = go_duration_s(flags.get("--exit-timeout", ["65s"])[0])
+    p.check((drain, exit_timeout) == (SHIM_DEFAULT_DRAIN_S, SHIM_DEFAULT_EXIT_TIMEOUT_S),
+            f"unit defaults drain {drain}s / exit {exit_timeout}s differ from the shim's")
+    stop = systemd_timespan_s(one("TimeoutStopSec") or "90")
+    p.check(stop >= needed_s(drain, exit_timeout),
+            f"TimeoutStopSec={stop:g}s is below drain + exit timeout + margin "
+            f"({needed_s(drain, exit_timeout):g}s)")
+
+    # Overriding the target through the environment file must still give the shim one target.
+    argv = expand_exec(one("ExecStart"),
+                       {**env, "SHUTDOWN_SHIM_TARGET": "--target-pidfile=/run/kube-apiserver.pid"})
+    ok, err = shim_accepts(args.shim, argv[1:])
+    p.check(ok, f"with SHUTDOWN_SHIM_TARGET overridden the shim refuses {argv[1:]}: {err}")
+    return p.finish(f"unit {unit}")
+
+
+# --- the logind drop-in -------------------------------------------------------------------------
+
+
+def inhibit_delay_in(text):
+    values = re.findall(r"^\s*InhibitDelayMaxSec\s*=\s*(.+?)\s*$", text, re.M)
+    return systemd_timespan_s(values[-1]) if values else None
+
+
+def check_logind_dropin(args):
+    p = Problems()
+    dropin = Path(args.dropin)
+    p.check(dropin.name == SHIM_DROPIN_NAME,
+            f"{dropin.name}: --ensure-inhibit-delay writes {SHIM_DROPIN_NAME} to /etc, which "
+            "masks the vendor copy only under the same name")
+    for vendor in VENDOR_DROPINS:
+        p.check(dropin.name > Path(vendor).name,
+                f"{dropin.name} does not sort after {Path(vendor).name}")
+
+    s = read_unit(args.unit)
+    flags = shim_flag_values(expand_exec(unit_values(s, "Service", "ExecStart")[-1],
+                                         environment_defaults(s))[1:])
+    drain = go_duration_s(flags["--drain-delay"][0])
+    exit_timeout = go_duration_s(flags["--exit-timeout"][0])
+    value = inhibit_delay_in(dropin.read_text())
+    p.check(value is not None and value >= needed_s(drain, exit_timeout),
+            f"InhibitDelayMaxSec={value} is below drain {drain:g}s + exit timeout "
+            f"{exit_timeout:g}s + margin = {needed_s(drain, exit_timeout):g}s")
+
+    # Ask systemd itself: cat-config lists logind's files in the order logind applies them.
+    with tempfile.TemporaryDirectory() as root:
+        for rel, seconds in VENDOR_DROPINS.items():
+            path = Path(root, rel)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"[Login]\nInhibitDelayMaxSec={seconds}\n")
+        installed = Path(root, args.install_dir.lstrip("/"), dropin.name)
+        installed.parent.mkdir(parents=True, exist_ok=True)
+        installed.write_text(dropin.read_text())
+
+        def last_file():
+            out = subprocess.run(["systemd-analyze", "cat-config", f"--root={root}",
+                                  "systemd/logind.conf"], capture_output=True, text=True,
+                                 timeout=60, check=True).stdout
+            files = re.findall(r"^# (/\S+\.conf)$", out, re.M)
+            return files[-1][len(root):] if files else None, files
+
+        last, files = last_file()
+        p.check(last == str(Path(args.install_dir, dropin.name)),
+                f"logind applies {last} last, not the drop-in installed in {args.install_dir} "
+                f"(files in order: {files})")
+        # The copy --ensure-inhibit-delay (or an operator) writes to /etc masks the vendor one.
+        etc_copy = Path(root, "etc/systemd/logind.conf.d", dropin.name)
+        etc_copy.write_text("[Login]\nInhibitDelayMaxSec=400\n")
+        last, files = last_file()
+        p.check(last == str(Path("/etc/systemd/logind.conf.d", dropin.name)) and
+                not any(f.endswith(str(installed)) for f in files),
+                f"an /etc copy of {dropin.name} does not mask the vendor one: {files}")
+    return p.finish(f"logind drop-in {dropin} (installed in {args.install_dir})")
+
+
+# --- Kubernetes manifests -----------------------------------------------------------------------
+
+
+def argv_of(container):
+    return [*container.get("command", []), *container.get("args", [])]
+
+
+def is_shim(container):
+    argv = argv_of(container)
+    return bool(argv) and os.path.basename(argv[0]) == "shutdown-shim"
+
+
+def check_pod_spec(p, where, kind, spec, shim_binary):
+    """Returns the mode the shim runs in: wrapper, sidecar or daemonset."""
+    containers = spec.get("containers", [])
+    shims = [c for c in containers if is_shim(c)]
+    if not p.check(len(shims) == 1, f"{where}: {len(shims)} shutdown-shim containers, want 1"):
+        return None
+    shim = shims[0]
+    argv = argv_of(shim)
+    flags_end = argv.index("--") if "--" in argv else len(argv)
+    shim_flags, command = argv[1:flags_end], argv[flags_end + 1:]
+    ok, err = shim_accepts(shim_binary, shim_flags)
+    p.check(ok, f"{where}: the shim refuses {shim_flags}: {err}")
+    flags = shim_flag_values(shim_flags)
+    targets = [f for f in ("--target-name", "--target-pid", "--target-pidfile") if f in flags]
+
+    if kind == "DaemonSet":
+        mode = "daemonset"
+        p.check(spec.get("hostPID") is True, f"{where}: hostPID must be true to see kube-apiserver")
+        p.check(flags.get("--target-name") == ["kube-apiserver"],
+                f"{where}: want --target-name=kube-apiserver")
+    elif command:
+        mode = "wrapper"
+        p.check(command[0] == "kube-apiserver", f"{where}: wraps {command[0]}, not kube-apiserver")
+        p.check(not targets, f"{where}: wrapper mode with {targets} (the shim refuses two targets)")
+    else:
+        mode = "sidecar"
+        p.check(spec.get("shareProcessNamespace") is True,
+                f"{where}: a sidecar needs shareProcessNamespace: true")
+        p.check(flags.get("--target-name") == ["kube-apiserver"],
+                f"{where}: want --target-name=kube-apiserver")
+        # kube-apiserver gets its own SIGTERM whenever the pod stops: a second one ends it at once.
+        p.check(flags.get("--forward-on-sigterm") == ["never"],
+                f"{where}: a sidecar must not forward its SIGTERM (--forward-on-sigterm=never)")
+        p.check(any(argv_of(c)[:1] == ["kube-apiserver"] for c in containers),
+                f"{where}: no kube-apiserver container next to the shim")
+
+    if kind == "Pod":
+        p.check(spec.get("hostNetwork") is True, f"{where}: a static pod needs hostNetwork")
+    p.check(spec.get("priorityClassName") == "system-node-critical",
+            f"{where}: priorityClassName is not system-node-critical")
+
+    drain = go_duration_s(flags.get("--drain-delay", [f"{SHIM_DEFAULT_DRAIN_S}s"])[0])
+    exit_timeout = go_duration_s(
+        flags.get("--exit-timeout", [f"{SHIM_DEFAULT_EXIT_TIMEOUT_S}s"])[0])
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    p.check(grace >= needed_s(drain, exit_timeout),
+            f"{where}: terminationGracePeriodSeconds {grace} < drain {drain:g}s + exit timeout "
+            f"{exit_timeout:g}s + margin = {needed_s(drain, exit_timeout):g}s")
+
+    apiserver = next((c for c in containers if "kube-apiserver" in argv_of(c)), None)
+    if apiserver is not None:
+        api_flags = shim_flag_values(argv_of(apiserver))
+        delay = api_flags.get("--shutdown-delay-duration")
+        # kube-apiserver serves for its delay, then waits up to 60 s for requests in flight.
+        p.check(delay is not None and go_duration_s(delay[0]) + 60 <= drain + exit_timeout,
+                f"{where}: kube-apiserver's --shutdown-delay-duration {delay} + 60 s does not fit "
+                f"in the hold ({drain + exit_timeout:g}s)")
+
+    ports = [int(a.rpartition(":")[2]) for a in flags.get("--listen", [])] or [SHIM_DEFAULT_PORT]
+    probe = (shim.get("readinessProbe") or {}).get("httpGet") or {}
+    p.check(probe.get("path") == "/readyz" and probe.get("port") in ports and
+            probe.get("scheme", "HTTP") == "HTTP",
+            f"{where}: readiness probe {probe} is not HTTP /readyz on the shim's port {ports}")
+
+    sc = shim.get("securityContext") or {}
+    caps = sc.get("capabilities") or {}
+    added = set(caps.get("add") or [])
+    needed = set()
+    if flags.get("--inhibit", ["auto"])[0] != "off":
+        needed.add("SYS_BOOT")  # logind grants the delay lock without polkit
+    if mode != "wrapper":
+        needed.add("KILL")  # the target is not the shim's child and may run as another user
+    p.check(added == needed, f"{where}: adds capabilities {sorted(added)}, needs {sorted(needed)}")
+    p.check("ALL" in (caps.get("drop") or []), f"{where}: does not drop ALL capabilities")
+    p.check(sc.get("privileged") is not True, f"{where}: privileged: true is more than it needs")
+    p.check(sc.get("allowPrivilegeEscalation") is False,
+            f"{where}: allowPrivilegeEscalation is not false")
+    p.check(sc.get("readOnlyRootFilesystem") is True, f"{where}: root filesystem is writable")
+    resources = shim.get("resources") or {}
+    p.check({"cpu", "memory"} <= set(resources.get("requests") or {}),
+            f"{where}: no cpu and memory requests")
+    if mode != "wrapper":
+        p.check("memory" in (resources.get("limits") or {}), f"{where}: no memory limit")
+
+    volumes = {v["name"]: v for v in spec.get("volumes", [])}
+
+    def host_mount(container_path, writable):
+        for m in shim.get("volumeMounts", []):
+            if m.get("mountPath") != container_path:
+                continue
+            host = (volumes.get(m["name"]) or {}).get("hostPath") or {}
+            if host.get("path") == container_path and not (writable and m.get("readOnly")):
+                return host
+        return None
+
+    if flags.get("--inhibit", ["auto"])[0] != "off":
+        bus = host_mount(DBUS_SOCKET, writable=True)
+        p.check(bus is not None and bus.get("type") == "Socket",
+                f"{where}: the host's {DBUS_SOCKET} is not mounted as a Socket hostPath")
+    if "--ensure-inhibit-delay" in flags:
+        conf_dir = flags.get("--logind-conf-dir", [DEFAULT_LOGIND_CONF_DIR])[0]
+        p.check(host_mount(conf_dir, writable=True) is not None,
+                f"{where}: --ensure-inhibit-delay without the host's {conf_dir} mounted writable")
+    if "--event-log" in flags:
+        log_dir = os.path.dirname(flags["--event-log"][0])
+        p.check(host_mount(log_dir, writable=True) is not None,
+                f"{where}: the event log's {log_dir} is not a writable hostPath (lost at reboot)")
+    return mode
+
+
+def check_manifests(args):
+    p = Problems()
+    check_shim_defaults(p, args.shim)
+    modes = set()
+    for path in args.manifests:
+        try:
+            with open(path) as f:
+                documents = [d for d in yaml.safe_load_all(f) if d is not None]
+        except yaml.YAMLError as e:
+            p.check(False, f"{path}: not YAML: {e}")
+            continue
+        p.check(documents, f"{path}: no YAML document")
+        for i, doc in enumerate(documents):
+            where = f"{Path(path).name}[{i}] {doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+            kind = doc.get("kind")
+            if kind == "Pod":
+                spec = doc.get("spec") or {}
+                p.check(doc.get("metadata", {}).get("namespace") == "kube-system",
+                        f"{where}: a static control-plane pod belongs in kube-system")
+            elif kind == "DaemonSet":
+                spec = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+            else:
+                p.check(False, f"{where}: unexpected kind {kind}")
+                continue
+            mode = check_pod_spec(p, where, kind, spec, args.shim)
+            if mode:
+                modes.add(mode)
+    p.check(modes == {"wrapper", "sidecar", "daemonset"},
+            f"the manifests cover {sorted(modes)}, want wrapper, sidecar and daemonset")
+    return p.finish(f"{len(args.manifests)} Kubernetes manifests")
+
+
+# --- HAProxy ------------------------------------------------------------------------------------
+
+HAPROXY_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400, "": 1e-3}
+
+
+def haproxy_time_s(text):
+    m = re.fullmatch(r"(\d+)(us|ms|s|m|h|d|)", text)
+    if not m:
+        raise ValueError(f"not an HAProxy time: {text!r}")
+    return int(m.group(1)) * HAPROXY_UNITS[m.group(2)]
+
+
+def server_options(words):
+    """inter, fall and port from a server or default-server line's keywords."""
+    opts = {}
+    for key in ("inter", "fall", "port"):
+        if key in words and words.index(key) + 1 < len(words):
+            opts[key] = words[words.index(key) + 1]
+    opts["check"] = "check" in words
+    return opts
+
+
+def check_haproxy(args):
+    p = Problems()
+    result = subprocess.run(["haproxy", "-c", "-f", args.cfg], capture_output=True, text=True,
+                            timeout=60)
+    p.check(result.returncode == 0,
+            f"haproxy -c -f {args.cfg}: exit {result.returncode}: {result.stderr.strip()}")
+
+    s = read_unit(args.unit)
+    flags = shim_flag_values(expand_exec(unit_values(s, "Service", "ExecStart")[-1],
+                                         environment_defaults(s))[1:])
+    drain = go_duration_s(flags["--drain-delay"][0])
+
+    # HAProxy's defaults: inter 2s, fall 3, timeout check = inter.
+    defaults = {"inter": "2s", "fall": "3", "port": None, "check": False}
+    timeout_check = None
+    section, httpchk, expect, uri = None, {}, {}, {}
+    servers = []
+    for raw in Path(args.cfg).read_text().splitlines():
+        words = raw.split("#", 1)[0].split()
+        if not words:
+            continue
+        if not raw[0].isspace():
+            section = " ".join(words[:2])
+            section_defaults = dict(defaults)
+            continue
+        if words[:2] == ["timeout", "check"]:
+            timeout_check = haproxy_time_s(words[2])
+        elif words[:2] == ["option", "httpchk"]:
+            httpchk[section] = True
+            if len(words) >= 4:
+                uri[section] = words[3]
+        elif words[:2] == ["http-check", "send"] and "uri" in words:
+            uri[section] = words[words.index("uri") + 1]
+        elif words[:3] == ["http-check", "expect", "status"]:
+            expect[section] = words[3]
+        elif words[0] == "default-server":
+            section_defaults.update({k: v for k, v in server_options(words).items() if v})
+        elif words[0] == "server":
+            servers.append((section, words[1], {**section_defaults,
+                                                **{k: v for k, v in server_options(words).items()
+                                                   if v}}))
+    p.check(servers, f"{args.cfg}: no servers")
+    for section, name, opts in servers:
+        where = f"{section} server {name}"
+        p.check(opts["check"], f"{where}: not health-checked")
+        p.check(httpchk.get(section) and uri.get(section) == "/readyz",
+                f"{where}: the check is not an HTTP GET of /readyz")
+        p.check(expect.get(section) == "200", f"{where}: a 503 must fail the check "
+                "(http-check expect status 200)")
+        p.check(opts["port"] == str(SHIM_DEFAULT_PORT),
+                f"{where}: checks port {opts['port']}, not the shim's {SHIM_DEFAULT_PORT}")
+        inter, fall = haproxy_time_s(opts["inter"]), int(opts["fall"])
+        worst = inter * fall + (timeout_check if timeout_check is not None else inter)
+        p.check(inter * fall < drain and worst < drain,
+                f"{where}: inter {inter:g}s x fall {fall} (+ timeout check = {worst:g}s) is not "
+                f"below the drain delay {drain:g}s")
+        print(f"{where}: inter {inter:g}s x fall {fall} = {inter * fall:g}s, at most {worst:g}s "
+              f"with the check timeout; drain {drain:g}s")
+    return p.finish(f"haproxy example {args.cfg}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    sub = parser.add_subparsers(dest="what", required=True)
+    unit = sub.add_parser("unit")
+    unit.add_argument("--unit", required=True)
+    unit.add_argument("--environment-file", required=True)
+    unit.add_argument("--shim", required=True)
+    unit.add_argument("--tmpfiles", required=True)
+    dropin = sub.add_parser("logind-dropin")
+    dropin.add_argument("--dropin", required=True)
+    dropin.add_argument("--install-dir", required=True)
+    dropin.add_argument("--unit", required=True)
+    manifests = sub.add_parser("manifests")
+    manifests.add_argument("--shim", required=True)
+    manifests.add_argument("manifests", nargs="+")
+    haproxy = sub.add_parser("haproxy")
+    haproxy.add_argument("--cfg", required=True)
+    haproxy.add_argument("--unit", required=True)
+    args = parser.parse_args()
+    checks = {"unit": check_unit, "logind-dropin": check_logind_dropin,
+              "manifests": check_manifests, "haproxy": check_haproxy}
+    return checks[args.what](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
