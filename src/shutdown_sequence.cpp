@@ -37,7 +37,10 @@ shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_ki
   } else {
     // One signal per shutdown: later triggers are logged, never forwarded again.
     out.push_back(note(cause + " while already shutting down: not forwarding again"));
-    if (from_signal) stop_requested_ = true;
+    if (from_signal && !stop_requested_) {
+      stop_requested_ = true;
+      out.push_back(make(kind::notify_stopping));
+    }
     if (decision_ == decision_state::pending && !from_signal) {
       decide(true, "PrepareForShutdown shows the system is going down", out);
     }
@@ -59,7 +62,10 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
 
   out.push_back(
       unready("received " + cause + ", becoming unready, keeping the reboot on hold", cause));
-  out.push_back(make(kind::notify_stopping));
+  // STOPPING=1 only when the shim itself is going to exit: after PrepareForShutdown it stays up,
+  // and systemd would take STOPPING=1 as the start of its stop and SIGKILL it TimeoutStopSec
+  // later, holding the reboot that long (seen in the VM test).
+  if (stop_requested_) out.push_back(make(kind::notify_stopping));
   switch (decision) {
     case forward_decision::forward:
       decide(true, cause, out);

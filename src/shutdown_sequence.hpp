@@ -38,7 +38,7 @@ class shutdown_sequence {
     enum class kind {
       become_unready,    // message: why (event ShutdownInitiated)
       become_ready,      // a cancelled shutdown is over
-      notify_stopping,   // sd_notify STOPPING=1
+      notify_stopping,   // sd_notify STOPPING=1: the shim was asked to stop and will exit
       ask_system_state,  // is PID 1's manager stopping? answer with system_state()
       forward_signal,    // resolve the target now and send it the signal
       watch_target,      // re-resolve until a target runs again, then call target_running()

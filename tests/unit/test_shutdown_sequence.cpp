@@ -30,6 +30,7 @@ struct fake_edges {
   int releases = 0;
   int retakes = 0;
   int exits = 0;
+  int stoppings = 0;
   int readies = 0;
   int unreadies = 0;
   std::vector<event_kind> events;
@@ -76,6 +77,7 @@ struct fake_edges {
           if (a.event) events.push_back(*a.event);
           break;
         case kind::notify_stopping:
+          ++stoppings;
           break;
       }
     }
@@ -195,6 +197,22 @@ TEST(ShutdownSequence, OnlyOneSignalWhateverArrives) {
   EXPECT_EQ(e.signals, 1);
   EXPECT_EQ(e.unreadies, 1);
   EXPECT_EQ(e.exits, 1) << "the SIGTERM asked the shim to stop once the hold is over";
+}
+
+TEST(ShutdownSequence, StoppingIsNotifiedOnlyWhenTheShimWillExit) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.target_exit(t0 + 1s);
+  e.run_timers();
+  EXPECT_EQ(e.stoppings, 0) << "after PrepareForShutdown the shim stays up: no STOPPING=1";
+  e.sigterm(t0 + 30s);
+  e.sigterm(t0 + 31s);
+  EXPECT_EQ(e.stoppings, 1);
+
+  fake_edges f(attach());
+  f.sigterm(t0);
+  f.pfs(t0 + 1s);
+  EXPECT_EQ(f.stoppings, 1);
 }
 
 TEST(ShutdownSequence, SigtermAfterTheHoldExits) {
