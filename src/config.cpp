@@ -89,6 +89,8 @@ enum class flag_id {
   forward_on_sigterm,
   event_log,
   log_format,
+  ensure_inhibit_delay,
+  logind_conf_dir,
   help,
   version,
 };
@@ -97,9 +99,12 @@ struct flag_def {
   std::string_view name;
   flag_id id;
   std::string_view value_name;  // empty for flags without a value
+  // The value may be left out; then it is only taken from "--flag=value", never from the next
+  // argument, and default_value stands in for it.
+  std::string_view default_value = {};
 };
 
-constexpr std::array<flag_def, 15> kFlags{{
+constexpr std::array<flag_def, 17> kFlags{{
     {"--listen", flag_id::listen, "HOST:PORT"},
     {"--drain-delay", flag_id::drain_delay, "DURATION"},
     {"--signal-delay", flag_id::signal_delay, "DURATION"},
@@ -112,6 +117,8 @@ constexpr std::array<flag_def, 15> kFlags{{
     {"--forward-on-sigterm", flag_id::forward_on_sigterm, "auto|always|never"},
     {"--event-log", flag_id::event_log, "PATH"},
     {"--log-format", flag_id::log_format, "text|json"},
+    {"--ensure-inhibit-delay", flag_id::ensure_inhibit_delay, "try|required", "try"},
+    {"--logind-conf-dir", flag_id::logind_conf_dir, "PATH"},
     {"--help", flag_id::help, ""},
     {"-h", flag_id::help, ""},
     {"--version", flag_id::version, ""},
@@ -420,7 +427,8 @@ std::string signal_name(int signal) {
 // Flags are parsed left to right. --help/-h and --version stop parsing where they appear and win:
 // a bad flag before them is still an error, anything after them is ignored. A flag that takes a
 // value reads it from "--flag=value" or from the next argument, unless that argument starts with
-// "--" (then the value is reported missing; "--flag=--odd" still works). Single-valued flags may
+// "--" (then the value is reported missing; "--flag=--odd" still works). A flag whose value is
+// optional (--ensure-inhibit-delay) reads it only from "--flag=value". Single-valued flags may
 // be given once; --listen may be repeated, its first use replacing the default.
 config parse_flags(std::span<const std::string_view> args) {
   config cfg;
@@ -471,7 +479,9 @@ config parse_flags(std::span<const std::string_view> args) {
       cfg.what = def->id == flag_id::help ? config::action::help : config::action::version;
       return cfg;
     }
-    if (!has_value) {
+    if (!has_value && !def->default_value.empty()) {
+      value = def->default_value;
+    } else if (!has_value) {
       if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
         throw usage_error(
             fmt::format("{}: missing value (want {}={})", name, name, def->value_name));
@@ -552,10 +562,35 @@ config parse_flags(std::span<const std::string_view> args) {
         cfg.format = choice_flag<log_format, 2>(
             name, value, {{{"text", log_format::text}, {"json", log_format::json}}});
         break;
+      case flag_id::ensure_inhibit_delay:
+        cfg.ensure_inhibit_delay = choice_flag<ensure_mode, 2>(
+            name, value,
+            {{{"try", ensure_mode::best_effort}, {"required", ensure_mode::required}}});
+        break;
+      case flag_id::logind_conf_dir:
+        // logind reads fixed absolute paths; a relative one would depend on the working directory.
+        if (!value.starts_with('/')) {
+          bad_value(name, fmt::format("{} is not an absolute path", quoted(value)));
+        }
+        cfg.logind_conf_dir = value;
+        while (cfg.logind_conf_dir.size() > 1 && cfg.logind_conf_dir.back() == '/') {
+          cfg.logind_conf_dir.pop_back();
+        }
+        break;
       case flag_id::help:
       case flag_id::version:
         break;  // handled above
     }
+  }
+  if (cfg.ensure_inhibit_delay != ensure_mode::off && cfg.inhibit == inhibit_mode::off) {
+    throw usage_error(
+        "--ensure-inhibit-delay needs logind on the system bus, which --inhibit=off never uses");
+  }
+  // Failing would leave the command running without its shim.
+  if (cfg.ensure_inhibit_delay == ensure_mode::required && cfg.target.wrapper()) {
+    throw usage_error(
+        "--ensure-inhibit-delay=required cannot wrap a command (a failure would leave it running "
+        "unwatched); use --ensure-inhibit-delay=try");
   }
   return cfg;
 }
@@ -592,13 +627,19 @@ std::string usage_text() {
       "  --event-log=PATH             append lifecycle events to PATH as JSON lines (default: "
       "none)\n"
       "  --log-format=FORMAT          stderr log lines: text or json (default text)\n"
+      "  --ensure-inhibit-delay[=try|required]\n"
+      "                               raise logind's InhibitDelayMaxSec with a drop-in if too "
+      "short;\n"
+      "                               try warns on failure, required exits 1 (default: only "
+      "report)\n"
+      "  --logind-conf-dir=PATH       where that drop-in goes (default {})\n"
       "  -h, --help                   show this help and exit\n"
       "  --version                    show the version and exit\n"
       "\n"
       "DURATION is Go syntax: 70s, 1m30s, 250ms, 1.5h, 0. Flags take --flag=value or --flag "
       "value.\n",
       listen_default, format_duration(d.drain_delay), format_duration(d.signal_delay),
-      format_duration(d.exit_timeout), signal_name(d.signal).substr(3));
+      format_duration(d.exit_timeout), signal_name(d.signal).substr(3), d.logind_conf_dir);
 }
 
 }  // namespace shim

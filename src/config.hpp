@@ -16,6 +16,9 @@ namespace shim {
 enum class inhibit_mode { automatic, required, off };
 enum class forward_policy { automatic, always, never };
 enum class log_format { text, json };
+// --ensure-inhibit-delay: off only reports a too-short InhibitDelayMaxSec; best_effort raises it
+// and goes on with a warning if it cannot; required exits 1 if it cannot.
+enum class ensure_mode { off, best_effort, required };
 
 struct listen_address {
   std::string host;  // literal IPv4 or IPv6 address, without brackets
@@ -48,6 +51,10 @@ struct config {
   forward_policy forward_on_sigterm = forward_policy::automatic;
   std::string event_log;
   log_format format = log_format::text;
+  ensure_mode ensure_inhibit_delay = ensure_mode::off;
+  // Where --ensure-inhibit-delay writes its drop-in; its parent holds logind.conf (tests point it
+  // into a sandbox's /etc/systemd).
+  std::string logind_conf_dir = "/etc/systemd/logind.conf.d";
 };
 
 // A bad flag or value. The message is one line naming the flag and what is wrong.

@@ -186,6 +186,7 @@ log_level event_level(event_kind kind) {
     case event_kind::ShutdownInitiated:
     case event_kind::SignalForwarded:
     case event_kind::InhibitorReleased:
+    case event_kind::InhibitDelayEnsured:  // a change to the machine's configuration
       return log_level::notice;
     case event_kind::BusLost:
       return log_level::warning;
@@ -218,6 +219,8 @@ std::string_view to_string(event_kind kind) {
       return "BusLost";
     case event_kind::BusRestored:
       return "BusRestored";
+    case event_kind::InhibitDelayEnsured:
+      return "InhibitDelayEnsured";
   }
   return "Unknown";
 }

@@ -25,6 +25,7 @@ enum class event_kind {
   ShutdownCancelled,
   BusLost,
   BusRestored,
+  InhibitDelayEnsured,  // --ensure-inhibit-delay wrote its drop-in and logind took the value
 };
 
 std::string_view to_string(event_kind kind);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <cstring>
 
@@ -39,6 +40,8 @@ void logind_inhibitor::drop_bus() {
   preparing_call_.reset();
   delay_call_.reset();
   state_call_.reset();
+  reload_call_.reset();
+  reread_call_.reset();
   inhibit_in_flight_ = false;
   if (bus_) bus_->close();
   bus_.reset();
@@ -251,19 +254,67 @@ void logind_inhibitor::send_property_reads() {
         }
       },
       kCallTimeoutUsec);
-  delay_call_ = get_property_async(
-      *bus_, kLogind, kLogindPath, kLogindManager, "InhibitDelayMaxUSec",
-      [this](sd_bus_message* reply, const std::string& error) {
-        std::uint64_t usec = 0;
-        if (!reply || sd_bus_message_read(reply, "v", "t", &usec) < 0) {
+  delay_call_ =
+      send_delay_read([this](std::optional<std::uint64_t> usec, const std::string& error) {
+        if (!usec) {
           log_.warning("could not read InhibitDelayMaxUSec", {{"error", error}});
           return;
         }
-        status_.logind_delay_max_usec = usec;
         if (auto warning = status_.logind_delay_warning()) {
-          log_.warning(*warning, {{"InhibitDelayMaxUSec", std::to_string(usec)}});
+          log_.warning(*warning, {{"InhibitDelayMaxUSec", std::to_string(*usec)}});
         }
+        if (handlers_.inhibit_delay_read) handlers_.inhibit_delay_read(*usec);
+      });
+}
+
+slot_ptr logind_inhibitor::send_delay_read(delay_handler done) {
+  return get_property_async(
+      *bus_, kLogind, kLogindPath, kLogindManager, "InhibitDelayMaxUSec",
+      [this, done = std::move(done)](sd_bus_message* reply, const std::string& error) {
+        std::uint64_t usec = 0;
+        if (!reply || sd_bus_message_read(reply, "v", "t", &usec) < 0) {
+          return done(std::nullopt, error.empty() ? "bad InhibitDelayMaxUSec reply" : error);
+        }
+        status_.logind_delay_max_usec = usec;
         if (handlers_.status_changed) handlers_.status_changed();
+        done(usec, {});
+      },
+      kCallTimeoutUsec);
+}
+
+void logind_inhibitor::read_inhibit_delay(delay_handler done) {
+  if (!bus_ || logind_owner_.empty()) return done(std::nullopt, "logind is not on the bus");
+  try {
+    reread_call_ = send_delay_read(done);
+  } catch (const std::system_error& e) {
+    done(std::nullopt, e.what());
+  }
+}
+
+void logind_inhibitor::reload_logind(std::function<void(const std::string& error)> done) {
+  if (!bus_) return done("not connected to the system bus");
+  try {
+    send_reload(done);
+  } catch (const std::system_error& e) {
+    done(e.what());
+  }
+}
+
+void logind_inhibitor::send_reload(const std::function<void(const std::string&)>& done) {
+  sd_bus_message* raw = nullptr;
+  check_negative_errno(
+      sd_bus_message_new_method_call(bus_->get(), &raw, "org.freedesktop.systemd1",
+                                     "/org/freedesktop/systemd1",
+                                     "org.freedesktop.systemd1.Manager", "KillUnit"),
+      "build KillUnit");
+  message_ptr m(raw);
+  check_negative_errno(
+      sd_bus_message_append(m.get(), "ssi", "systemd-logind.service", "all", SIGHUP),
+      "build KillUnit");
+  reload_call_ = call_async(
+      *bus_, m.get(),
+      [done](sd_bus_message* reply, const std::string& error) {
+        done(reply ? std::string() : error.empty() ? std::string("no reply") : error);
       },
       kCallTimeoutUsec);
 }

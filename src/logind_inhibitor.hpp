@@ -32,7 +32,11 @@ class logind_inhibitor {
     std::function<void(const std::string& error)> first_attempt_done;
     // Something shown in shim_status changed (for sd_notify STATUS=).
     std::function<void()> status_changed;
+    // InhibitDelayMaxUSec was read (after every lock taken); already in shim_status.
+    std::function<void(std::uint64_t usec)> inhibit_delay_read;
   };
+  using delay_handler =
+      std::function<void(std::optional<std::uint64_t> usec, const std::string& error)>;
 
   logind_inhibitor(boost::asio::io_context& io, logger& log, event_recorder& events,
                    shim_status& status, std::string why, handlers h);
@@ -52,6 +56,13 @@ class logind_inhibitor {
   void query_system_state(
       std::function<void(std::optional<std::string> state, const std::string& error)> done);
 
+  // Makes logind re-read its configuration as systemctl and kubelet do: PID 1's
+  // KillUnit("systemd-logind.service", "all", SIGHUP). done gets an empty error on success. If the
+  // bus is lost meanwhile, done is never called: callers bound the wait themselves.
+  void reload_logind(std::function<void(const std::string& error)> done);
+  // Reads InhibitDelayMaxUSec again (shim_status follows); the same caveat about a lost bus.
+  void read_inhibit_delay(delay_handler done);
+
  private:
   void connect();
   void schedule(backoff& delays, std::function<void()> what, const std::string& why);
@@ -64,6 +75,8 @@ class logind_inhibitor {
   void lock_failed(const std::string& error);
   void read_properties();
   void send_property_reads();
+  slot_ptr send_delay_read(delay_handler done);
+  void send_reload(const std::function<void(const std::string&)>& done);
   void send_system_state_query(
       const std::function<void(std::optional<std::string>, const std::string&)>& done);
   void first_attempt(const std::string& error);
@@ -88,6 +101,8 @@ class logind_inhibitor {
   slot_ptr preparing_call_;
   slot_ptr delay_call_;
   slot_ptr state_call_;
+  slot_ptr reload_call_;
+  slot_ptr reread_call_;
 
   std::string logind_owner_;  // unique name; PrepareForShutdown from anyone else is ignored
   unique_fd lock_;

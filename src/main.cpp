@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
         log.error("--inhibit=required: could not take the logind delay lock",
                   {{"error", outcome.error}});
         return kExitFailure;
+      case shim::shim_outcome::kind::ensure_failed:
+        log.error("--ensure-inhibit-delay=required: could not raise logind's InhibitDelayMaxSec",
+                  {{"error", outcome.error}});
+        return kExitFailure;
     }
   } catch (const std::system_error& e) {
     log.error(e.what());

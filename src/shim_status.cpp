@@ -14,15 +14,17 @@ bool shim_status::ready() const {
 
 bool shim_status::logind_delay_too_short() const {
   if (!logind_delay_max_usec) return false;
-  return std::chrono::microseconds(*logind_delay_max_usec) < hold_needed;
+  // Unsigned: "infinity" is UINT64_MAX, which chrono's signed microseconds would make negative.
+  const auto needed = std::chrono::ceil<std::chrono::microseconds>(hold_needed).count();
+  return *logind_delay_max_usec < static_cast<std::uint64_t>(needed);
 }
 
 std::optional<std::string> shim_status::logind_delay_warning() const {
   if (!logind_delay_too_short()) return std::nullopt;
   return fmt::format(
       "logind's InhibitDelayMaxUSec is {} but drain-delay + exit-timeout is {}: logind will end "
-      "the "
-      "hold early; set InhibitDelayMaxSec= in /etc/systemd/logind.conf.d/ above it",
+      "the hold early; set InhibitDelayMaxSec= above it in a logind.conf.d drop-in (or run with "
+      "--ensure-inhibit-delay)",
       format_duration(std::chrono::microseconds(*logind_delay_max_usec)),
       format_duration(hold_needed));
 }
@@ -51,7 +53,11 @@ std::vector<shim_status::check> shim_status::checks() const {
   }
 
   if (auto warning = logind_delay_warning()) {
-    out.push_back({"logind-inhibit-delay", true, "warning: " + *warning});
+    std::string detail = "warning: " + *warning;
+    if (!logind_delay_ensure.empty()) detail += "; " + logind_delay_ensure;
+    out.push_back({"logind-inhibit-delay", true, detail});
+  } else if (!logind_delay_ensure.empty()) {
+    out.push_back({"logind-inhibit-delay", true, logind_delay_ensure});
   }
 
   if (draining) {

@@ -35,6 +35,8 @@ struct shim_status {
   std::chrono::nanoseconds drain_delay{0};
   std::chrono::nanoseconds hold_needed{0};  // drain-delay + exit-timeout
   std::optional<std::uint64_t> logind_delay_max_usec;
+  // What --ensure-inhibit-delay did about it ("raised from 5s to 2m29s by ..."); empty when off.
+  std::string logind_delay_ensure;
   std::uint64_t signals_forwarded = 0;
   std::map<unsigned, std::uint64_t> http_requests_by_code;
 

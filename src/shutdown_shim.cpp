@@ -45,7 +45,8 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       triggers_(io),
       passed_on_(io),
       hold_timer_(io),
-      target_timer_(io) {
+      target_timer_(io),
+      watchdog_timer_(io) {
   status_.drain_delay = cfg.drain_delay;
   status_.hold_needed = cfg.drain_delay + cfg.exit_timeout;
   if (cfg.inhibit == inhibit_mode::off) status_.inhibitor = shim_status::inhibitor_state::disabled;
@@ -67,6 +68,7 @@ void shutdown_shim::start() {
   triggers_.add(SIGTERM);
   triggers_.add(SIGINT);
   wait_for_signals();
+  start_watchdog();
 
   server_.listen(cfg_.listen);
   status_.listener_bound = true;
@@ -100,7 +102,24 @@ void shutdown_shim::start() {
                                                 : sequence_.cancel(cause));
                                  },
                                  [this](const std::string& error) { on_inhibitor_ready(error); },
-                                 [this] { notify_status(); }});
+                                 [this] { notify_status(); },
+                                 [this](std::uint64_t usec) {
+                                   if (ensurer_) ensurer_->start(usec);
+                                 }});
+  if (cfg_.ensure_inhibit_delay != ensure_mode::off) {
+    ensurer_ = std::make_unique<inhibit_delay_ensurer>(
+        io_, log_, events_, status_, cfg_,
+        inhibit_delay_ensurer::bus_calls{
+            [this](auto done) { inhibitor_->reload_logind(std::move(done)); },
+            [this](auto done) { inhibitor_->read_inhibit_delay(std::move(done)); }},
+        inhibit_delay_ensurer::handlers{[this] { notify_status(); },
+                                        [this](const std::string& error) {
+                                          if (!error.empty() &&
+                                              cfg_.ensure_inhibit_delay == ensure_mode::required) {
+                                            finish({shim_outcome::kind::ensure_failed, 0, error});
+                                          }
+                                        }});
+  }
   inhibitor_->start();
 }
 
@@ -358,6 +377,31 @@ void shutdown_shim::notify_status() {
   sd_notify(0, ("STATUS=" + text).c_str());
 }
 
+// Only the loop turning counts as healthy: a lost bus or a missing target is retried on the loop
+// and reported, and a restart by the watchdog would only drop the lock. So nothing else stops the
+// pings; without WATCHDOG_USEC for this PID there is no timer at all.
+void shutdown_shim::start_watchdog() {
+  std::uint64_t usec = 0;
+  const int r = sd_watchdog_enabled(0, &usec);
+  if (r < 0) {
+    log_.warning("ignoring a malformed WATCHDOG_USEC/WATCHDOG_PID",
+                 {{"error", std::generic_category().message(-r)}});
+  }
+  if (r <= 0 || usec == 0) return;
+  watchdog_period_ = std::chrono::microseconds(usec / 2);
+  log_.info("systemd watchdog enabled; sending WATCHDOG=1 at half the interval",
+            {{"interval", format_duration(std::chrono::microseconds(usec))}});
+  ping_watchdog();
+}
+
+void shutdown_shim::ping_watchdog() {
+  sd_notify(0, "WATCHDOG=1");
+  watchdog_timer_.expires_after(watchdog_period_);
+  watchdog_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) ping_watchdog();
+  });
+}
+
 void shutdown_shim::finish(shim_outcome outcome) {
   if (outcome_) return;
   outcome_ = std::move(outcome);
@@ -366,6 +410,7 @@ void shutdown_shim::finish(shim_outcome outcome) {
   passed_on_.cancel();
   hold_timer_.cancel();
   target_timer_.cancel();
+  watchdog_timer_.cancel();
   watcher_.clear();
   io_.stop();
 }

@@ -12,6 +12,7 @@
 #include "child_process.hpp"
 #include "config.hpp"
 #include "event_log.hpp"
+#include "inhibit_delay_ensurer.hpp"
 #include "logind_inhibitor.hpp"
 #include "readiness_server.hpp"
 #include "shim_status.hpp"
@@ -26,6 +27,7 @@ struct shim_outcome {
     done,            // stopped after a shutdown hold or a SIGTERM it did not forward
     child_exited,    // wrapper mode: exit with the child's code
     inhibit_failed,  // --inhibit=required and the lock could not be taken at start
+    ensure_failed,   // --ensure-inhibit-delay=required and logind's delay could not be raised
   };
   kind what = kind::done;
   int child_exit_code = 0;
@@ -65,6 +67,8 @@ class shutdown_shim {
   void wait_for_signals();
   void wait_for_forwarded_signals();
   void notify_status();
+  void start_watchdog();
+  void ping_watchdog();
   void finish(shim_outcome outcome);
   std::string target_description() const;
 
@@ -76,6 +80,7 @@ class shutdown_shim {
   shutdown_sequence sequence_;
   readiness_server server_;
   std::unique_ptr<logind_inhibitor> inhibitor_;
+  std::unique_ptr<inhibit_delay_ensurer> ensurer_;
   std::unique_ptr<child_process> child_;
   bool child_signalled_ = false;
   exit_watcher watcher_;
@@ -85,6 +90,8 @@ class shutdown_shim {
       passed_on_;  // wrapper mode: passed on to the child (and SIGCHLD as PID 1)
   boost::asio::steady_timer hold_timer_;
   boost::asio::steady_timer target_timer_;
+  boost::asio::steady_timer watchdog_timer_;
+  std::chrono::microseconds watchdog_period_{0};
   backoff target_backoff_{std::chrono::milliseconds(100), std::chrono::seconds(5)};
   bool ready_notified_ = false;
   bool exit_pending_ = false;

@@ -200,16 +200,15 @@ shim ShimTest::start_shim(const shim_options& options, bool wait_ready) {
   s.port = sandbox::pick_free_port();
   s.event_log = sb().path("shim-events.jsonl");
   s.log = sb().log_path("shutdown-shim");
-  s.argv = {sb().tools().shim,
-            fmt::format("--listen=127.0.0.1:{}", s.port),
-            "--drain-delay=" + options.drain_delay,
-            "--signal-delay=" + options.signal_delay,
-            "--exit-timeout=" + options.exit_timeout,
-            "--signal=" + options.signal,
-            "--inhibit=" + options.inhibit,
-            "--forward-on-sigterm=" + options.forward_on_sigterm,
-            "--event-log=" + s.event_log.string(),
-            "--log-format=json"};
+  s.argv = options.launcher;
+  s.argv.insert(
+      s.argv.end(),
+      {sb().tools().shim, fmt::format("--listen=127.0.0.1:{}", s.port),
+       "--drain-delay=" + options.drain_delay, "--signal-delay=" + options.signal_delay,
+       "--exit-timeout=" + options.exit_timeout, "--signal=" + options.signal,
+       "--inhibit=" + options.inhibit, "--forward-on-sigterm=" + options.forward_on_sigterm,
+       "--event-log=" + s.event_log.string(), "--log-format=json"});
+  for (const auto& f : options.extra_flags) s.argv.push_back(f);
   for (const auto& t : options.target) s.argv.push_back(t);
   if (!options.wrapped_command.empty()) {
     s.argv.push_back("--");

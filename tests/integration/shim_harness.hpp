@@ -70,6 +70,10 @@ struct shim_options {
   std::vector<std::string> target;
   std::vector<std::string> wrapped_command;
   std::vector<std::string> extra_env;
+  std::vector<std::string> extra_flags;  // after the flags above, before the target
+  // Runs the shim through this argv prefix, e.g. a shell that sets WATCHDOG_PID to its own PID
+  // and execs the shim (which keeps that PID).
+  std::vector<std::string> launcher;
 };
 
 struct shim {

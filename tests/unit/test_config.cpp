@@ -227,6 +227,8 @@ TEST(ParseFlags, Defaults) {
   EXPECT_EQ(c.forward_on_sigterm, forward_policy::automatic);
   EXPECT_EQ(c.event_log, "");
   EXPECT_EQ(c.format, log_format::text);
+  EXPECT_EQ(c.ensure_inhibit_delay, ensure_mode::off);
+  EXPECT_EQ(c.logind_conf_dir, "/etc/systemd/logind.conf.d");
 }
 
 // Each flag in both spellings gives the same config.
@@ -258,6 +260,10 @@ TEST(ParseFlags, EveryFlagInBothForms) {
       {"--event-log", "/var/log/shim.jsonl",
        [](const config& c) { EXPECT_EQ(c.event_log, "/var/log/shim.jsonl"); }},
       {"--log-format", "json", [](const config& c) { EXPECT_EQ(c.format, log_format::json); }},
+      {"--logind-conf-dir", "/tmp/sandbox/etc-systemd/logind.conf.d",
+       [](const config& c) {
+         EXPECT_EQ(c.logind_conf_dir, "/tmp/sandbox/etc-systemd/logind.conf.d");
+       }},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.flag);
@@ -288,6 +294,38 @@ TEST(ParseFlags, EnumValues) {
             "--forward-on-sigterm: \"Always\" is not one of auto, always, never");
   EXPECT_EQ(usage_message({"--log-format=yaml"}),
             "--log-format: \"yaml\" is not one of text, json");
+}
+
+TEST(ParseFlags, EnsureInhibitDelayValueIsOptional) {
+  EXPECT_EQ(parse({"--ensure-inhibit-delay"}).ensure_inhibit_delay, ensure_mode::best_effort);
+  EXPECT_EQ(parse({"--ensure-inhibit-delay=try"}).ensure_inhibit_delay, ensure_mode::best_effort);
+  EXPECT_EQ(parse({"--ensure-inhibit-delay=required"}).ensure_inhibit_delay, ensure_mode::required);
+  // Bare, it never takes the next argument as its value.
+  const config c = parse({"--ensure-inhibit-delay", "--drain-delay=5s"});
+  EXPECT_EQ(c.ensure_inhibit_delay, ensure_mode::best_effort);
+  EXPECT_EQ(c.drain_delay, 5s);
+  EXPECT_EQ(usage_message({"--ensure-inhibit-delay", "required"}),
+            "unexpected argument \"required\"; put the command after --");
+  EXPECT_EQ(usage_message({"--ensure-inhibit-delay="}),
+            "--ensure-inhibit-delay: \"\" is not one of try, required");
+  EXPECT_EQ(usage_message({"--ensure-inhibit-delay=yes"}),
+            "--ensure-inhibit-delay: \"yes\" is not one of try, required");
+  EXPECT_EQ(usage_message({"--ensure-inhibit-delay", "--ensure-inhibit-delay=required"}),
+            "--ensure-inhibit-delay: given more than once");
+  // Try mode may wrap a command; required may not (its failure would orphan the command).
+  EXPECT_TRUE(parse({"--ensure-inhibit-delay", "--", "sleep", "1"}).target.wrapper());
+  EXPECT_THAT(usage_message({"--ensure-inhibit-delay=required", "--", "sleep", "1"}),
+              StartsWith("--ensure-inhibit-delay=required cannot wrap a command"));
+  EXPECT_THAT(usage_message({"--inhibit=off", "--ensure-inhibit-delay"}),
+              StartsWith("--ensure-inhibit-delay needs logind"));
+}
+
+TEST(ParseFlags, LogindConfDir) {
+  EXPECT_EQ(parse({"--logind-conf-dir=/x/logind.conf.d/"}).logind_conf_dir, "/x/logind.conf.d");
+  EXPECT_EQ(usage_message({"--logind-conf-dir=etc/logind.conf.d"}),
+            "--logind-conf-dir: \"etc/logind.conf.d\" is not an absolute path");
+  EXPECT_EQ(usage_message({"--logind-conf-dir="}),
+            "--logind-conf-dir: \"\" is not an absolute path");
 }
 
 TEST(ParseFlags, ValueMayContainEquals) {
@@ -494,11 +532,13 @@ TEST(UsageText, ListsEveryFlagWithinHundredColumns) {
   for (const auto flag : {"--listen=", "--drain-delay=", "--signal-delay=", "--exit-timeout=",
                           "--signal=", "--target-pid=", "--target-pidfile=", "--target-name=",
                           "--inhibit=", "--forward-on-sigterm=", "--event-log=", "--log-format=",
-                          "--help", "-h", "--version", "-- COMMAND"}) {
+                          "--ensure-inhibit-delay[=try|required]", "--logind-conf-dir=", "--help",
+                          "-h", "--version", "-- COMMAND"}) {
     EXPECT_THAT(text, HasSubstr(flag));
   }
   for (const auto def : {"(default 0.0.0.0:6080)", "(default 1m10s)", "(default 0s)",
-                         "(default 1m5s)", "(default TERM)", "(default auto)", "(default text)"}) {
+                         "(default 1m5s)", "(default TERM)", "(default auto)", "(default text)",
+                         "(default /etc/systemd/logind.conf.d)"}) {
     EXPECT_THAT(text, HasSubstr(def));
   }
   std::istringstream lines(text);

@@ -306,6 +306,7 @@ TEST(EventKind, Names) {
   EXPECT_EQ(to_string(event_kind::ShutdownCancelled), "ShutdownCancelled");
   EXPECT_EQ(to_string(event_kind::BusLost), "BusLost");
   EXPECT_EQ(to_string(event_kind::BusRestored), "BusRestored");
+  EXPECT_EQ(to_string(event_kind::InhibitDelayEnsured), "InhibitDelayEnsured");
 }
 
 TEST(FormatWallTime, Rfc3339UtcWithMicroseconds) {

@@ -1,6 +1,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+
 #include "shim_status.hpp"
 
 namespace shim {
@@ -84,6 +87,28 @@ TEST(ShimStatus, LogindDelayShorterThanTheHoldIsWarnedWithTheFix) {
   s.logind_delay_max_usec = 135'000'000;
   EXPECT_FALSE(s.logind_delay_too_short()) << "exactly enough is enough";
   EXPECT_EQ(find(s.checks(), "logind-inhibit-delay"), nullptr);
+
+  s.logind_delay_max_usec = std::numeric_limits<std::uint64_t>::max();
+  EXPECT_FALSE(s.logind_delay_too_short()) << "InhibitDelayMaxSec=infinity";
+}
+
+TEST(ShimStatus, EnsureOutcomeShowsInTheLogindCheck) {
+  auto s = bound(state::held);
+  s.logind_delay_max_usec = 5'000'000;
+  s.logind_delay_ensure = "raising it to 2m29s: wrote /etc/x.conf, reloading logind";
+  auto checks = s.checks();
+  auto check = find(checks, "logind-inhibit-delay");
+  ASSERT_NE(check, nullptr);
+  EXPECT_TRUE(check->ok);
+  EXPECT_THAT(check->detail, testing::StartsWith("warning: "));
+  EXPECT_THAT(check->detail, testing::HasSubstr("; raising it to 2m29s"));
+
+  s.logind_delay_max_usec = 149'000'000;
+  s.logind_delay_ensure = "raised from 5s to 2m29s by /etc/x.conf";
+  checks = s.checks();
+  check = find(checks, "logind-inhibit-delay");
+  ASSERT_NE(check, nullptr);
+  EXPECT_EQ(check->detail, "raised from 5s to 2m29s by /etc/x.conf");
 }
 
 }  // namespace
