@@ -1,0 +1,783 @@
+// The end-to-end disruption test: clients behind a real HAProxy while a sandboxed control-plane
+// node reboots, without and with shutdown-shim, in one run. scripts/e2e-disruption runs it by
+// hand and draws the timeline; the meson suite "e2e" runs the default scenarios with --check.
+//
+// Each scenario builds two nodes. Node A (in this process) and node B (a child process running
+// this binary with --serve-node, since a node_sandbox owns its process's DBUS_SYSTEM_BUS_ADDRESS)
+// each have a private dbus-daemon, the real systemd-logind, the stand-in PID 1 manager, a stand-in
+// kube-apiserver and, in the shim scenarios, a shutdown-shim. HAProxy balances the two; a load
+// client sends through it for the whole scenario and records every request. Everything runs in a
+// private network namespace: its loopback, ports and HAProxy touch nothing of the machine's.
+//
+// Exit status: 0 all scenarios ran (and, with --check, met the pass criterion), 1 otherwise,
+// 2 usage, 77 cannot run here (not root, no haproxy) unless CI=true.
+
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "haproxy.hpp"
+#include "http_probe.hpp"
+#include "load_client.hpp"
+#include "node_sandbox.hpp"
+#include "process.hpp"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+// --- settings -----------------------------------------------------------------------------------
+
+struct settings {
+  double drain_s = 3;          // the shim's --drain-delay and the apiserver's shutdown delay
+  double exit_timeout_s = 10;  // the shim's --exit-timeout
+  double stop_timeout_s = 0;   // baseline-apiserver-delay: systemd's stop timeout; 0: 90/70 x drain
+  std::string inter = "1s";
+  unsigned fall = 2;
+  unsigned rise = 2;
+  double rate = 200;  // per stream (the keep-alive stream is bounded by 1 / request time)
+  // The stand-in apiserver's time to answer a request: a real GET takes milliseconds, so requests
+  // are in flight on a node when it dies.
+  double request_time_s = 0.015;
+  double lead_s = 2;  // load before the reboot
+  double tail_s = 2;  // load after the last event
+  std::string lb_mode = "tcp";
+  unsigned lb_retries = 1;
+  fs::path out_dir = "e2e-out";
+  std::vector<std::string> scenarios;
+  bool check = false;
+  std::string haproxy = "/usr/sbin/haproxy";
+};
+
+const std::vector<std::string> kAllScenarios = {"baseline-no-signal", "baseline-apiserver-delay",
+                                                "shim-attach", "shim-wrapper", "shim-cancel"};
+
+bool is_shim_scenario(const std::string& s) { return s.starts_with("shim-"); }
+
+std::string seconds(double s) { return fmt::format("{}ms", std::llround(s * 1000)); }
+
+double parse_seconds(std::string_view text) {
+  // "3", "3s", "1.5s", "500ms", "1m10s"
+  double total = 0;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
+    if (start == i) throw std::invalid_argument(fmt::format("bad duration '{}'", text));
+    const double n = std::stod(std::string(text.substr(start, i - start)));
+    std::size_t u = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    const auto unit = text.substr(u, i - u);
+    total += n * (unit == "ms" ? 1e-3 : unit == "m" ? 60 : unit == "h" ? 3600 : 1);
+  }
+  return total;
+}
+
+std::optional<std::string> flag(std::string_view arg, std::string_view name) {
+  if (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=') {
+    return std::string(arg.substr(name.size() + 1));
+  }
+  return std::nullopt;
+}
+
+[[noreturn]] void usage(const std::string& error) {
+  fmt::print(
+      stderr,
+      "e2e_disruption: {}\n"
+      "usage: e2e_disruption [--drain=3s] [--exit-timeout=10s] [--stop-timeout=DUR]\n"
+      "  [--inter=1s] [--fall=2] [--rise=2] [--rate=200] [--request-time=15ms]\n"
+      "  [--lead=2s] [--tail=2s]\n"
+      "  [--lb-mode=tcp|http] [--lb-retries=1] [--out-dir=DIR] [--scenario=NAME]... [--check]\n"
+      "scenarios: baseline-no-signal baseline-apiserver-delay shim-attach shim-wrapper "
+      "shim-cancel\n",
+      error);
+  std::exit(2);
+}
+
+settings parse(int argc, char** argv) {
+  settings s;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a(argv[i]);
+    try {
+      if (auto v = flag(a, "--drain")) {
+        s.drain_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--exit-timeout")) {
+        s.exit_timeout_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--stop-timeout")) {
+        s.stop_timeout_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--inter")) {
+        parse_seconds(*v);
+        s.inter = *v;
+      } else if (auto v = flag(a, "--fall")) {
+        s.fall = static_cast<unsigned>(std::stoul(*v));
+      } else if (auto v = flag(a, "--rise")) {
+        s.rise = static_cast<unsigned>(std::stoul(*v));
+      } else if (auto v = flag(a, "--rate")) {
+        s.rate = std::stod(*v);
+      } else if (auto v = flag(a, "--request-time")) {
+        s.request_time_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--lead")) {
+        s.lead_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--tail")) {
+        s.tail_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--lb-mode")) {
+        if (*v != "tcp" && *v != "http") usage("--lb-mode is tcp or http");
+        s.lb_mode = *v;
+      } else if (auto v = flag(a, "--lb-retries")) {
+        s.lb_retries = static_cast<unsigned>(std::stoul(*v));
+      } else if (auto v = flag(a, "--out-dir")) {
+        s.out_dir = *v;
+      } else if (auto v = flag(a, "--scenario")) {
+        if (std::find(kAllScenarios.begin(), kAllScenarios.end(), *v) == kAllScenarios.end())
+          usage("unknown scenario " + *v);
+        s.scenarios.push_back(*v);
+      } else if (auto v = flag(a, "--haproxy")) {
+        s.haproxy = *v;
+      } else if (a == "--check") {
+        s.check = true;
+      } else {
+        usage(fmt::format("unknown argument '{}'", a));
+      }
+    } catch (const std::invalid_argument& e) {
+      usage(fmt::format("bad value in '{}': {}", a, e.what()));
+    }
+  }
+  if (s.scenarios.empty()) s.scenarios = kAllScenarios;
+  if (s.stop_timeout_s == 0) s.stop_timeout_s = s.drain_s * 90.0 / 70.0;
+  if (s.rate <= 0 || s.fall == 0 || s.rise == 0) usage("rate, fall and rise must be positive");
+  return s;
+}
+
+// --- small helpers ------------------------------------------------------------------------------
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds step = 10ms) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(step);
+  }
+  return true;
+}
+
+void sleep_s(double s) {
+  std::this_thread::sleep_for(std::chrono::microseconds(std::llround(s * 1e6)));
+}
+
+std::optional<pid_t> read_pid(const fs::path& pidfile) {
+  const std::string text = sandbox::read_text_file(pidfile);
+  if (text.empty()) return std::nullopt;
+  return static_cast<pid_t>(std::stol(text));
+}
+
+fs::path read_first_line(const fs::path& path) {
+  std::string text = sandbox::read_text_file(path);
+  return text.substr(0, text.find('\n'));
+}
+
+bool ready_200(std::uint16_t port) {
+  sandbox::http_client c(port);
+  auto r = c.get("/readyz", 500ms);
+  return r.ok && r.status == 200;
+}
+
+std::vector<std::string> shim_argv(const std::string& shim, std::uint16_t port, const settings& s,
+                                   const fs::path& event_log) {
+  return {shim,
+          fmt::format("--listen=127.0.0.1:{}", port),
+          "--drain-delay=" + seconds(s.drain_s),
+          "--exit-timeout=" + seconds(s.exit_timeout_s),
+          "--inhibit=required",
+          "--event-log=" + event_log.string(),
+          "--log-format=json"};
+}
+
+std::vector<std::string> apiserver_argv(const std::string& binary, const std::string& name,
+                                        std::uint16_t port, const fs::path& dir,
+                                        const settings& s) {
+  return {binary,
+          fmt::format("--listen=127.0.0.1:{}", port),
+          "--pidfile=" + (dir / (name + ".pid")).string(),
+          "--signal-log=" + (dir / (name + "-signals.log")).string(),
+          "--lifecycle-log=" + (dir / (name + "-lifecycle.log")).string(),
+          "--shutdown-delay=" + seconds(s.drain_s),
+          "--request-time=" + seconds(s.request_time_s),
+          "--name=" + name};
+}
+
+// Ports for the servers of a run: the network namespace is ours alone, so a counter below the
+// ephemeral range (32768 and up) gives ports nobody else holds, and a restarted apiserver gets its
+// port back (an outgoing connection could have taken a port from the ephemeral range meanwhile).
+std::uint16_t next_service_port() {
+  static std::uint16_t next = 20000;
+  return next++;
+}
+
+// Brings up the loopback of the fresh network namespace.
+void loopback_up() {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  int r = ioctl(fd, SIOCGIFFLAGS, &ifr);
+  if (r == 0) {
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+    r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+  }
+  const int err = errno;
+  close(fd);
+  if (r < 0) throw std::system_error(err, std::generic_category(), "bringing up lo");
+}
+
+// --- node B: a node that stays up
+// -----------------------------------------------------------------
+
+// `--serve-node --dir=D --name=N --api-port=P [--shim-port=Q --drain=..]`: builds the node (its
+// sandbox directory named in D/N.dir), writes D/N.ready, and runs until SIGTERM (the termination
+// cleanup kills its processes and removes its sandbox directory).
+int serve_node(int argc, char** argv) {
+  fs::path dir;
+  std::string name;
+  std::uint16_t api_port = 0, shim_port = 0;
+  settings s;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a(argv[i]);
+    if (auto v = flag(a, "--dir"))
+      dir = *v;
+    else if (auto v = flag(a, "--name"))
+      name = *v;
+    else if (auto v = flag(a, "--api-port"))
+      api_port = static_cast<std::uint16_t>(std::stoul(*v));
+    else if (auto v = flag(a, "--shim-port"))
+      shim_port = static_cast<std::uint16_t>(std::stoul(*v));
+    else if (auto v = flag(a, "--drain"))
+      s.drain_s = parse_seconds(*v);
+    else if (auto v = flag(a, "--exit-timeout"))
+      s.exit_timeout_s = parse_seconds(*v);
+    else if (auto v = flag(a, "--request-time"))
+      s.request_time_s = parse_seconds(*v);
+  }
+  sandbox::sandbox_options so;
+  so.inhibit_delay_max = fmt::format("{}", std::llround(s.drain_s + s.exit_timeout_s + 30));
+  sandbox::node_sandbox node(so);
+  std::ofstream(dir / (name + ".dir")) << node.dir().string() << "\n";
+  node.spawn("kube-apiserver",
+             apiserver_argv(node.tools().fake_apiserver, name, api_port, node.dir(), s));
+  bool ok = wait_until([&] { return read_pid(node.dir() / (name + ".pid")).has_value(); }, 20s);
+  if (ok && shim_port) {
+    auto argv_shim = shim_argv(node.tools().shim, shim_port, s, node.dir() / "shim-events.jsonl");
+    argv_shim.push_back("--target-pidfile=" + (node.dir() / (name + ".pid")).string());
+    node.spawn("shutdown-shim", argv_shim);
+    ok = wait_until([&] { return ready_200(shim_port); }, 30s, 50ms);
+  }
+  if (!ok) {
+    node.dump_logs(std::cerr);
+    return 1;
+  }
+  std::ofstream(dir / (name + ".ready")) << "ready\n";
+  for (;;) pause();  // SIGTERM is taken by the termination cleanup thread
+}
+
+// --- results
+// --------------------------------------------------------------------------------------
+
+struct marker {
+  std::string name;
+  std::uint64_t usec;
+};
+
+struct scenario_result {
+  std::string name;
+  std::vector<e2e::request_record> records;
+  std::vector<marker> markers;
+  std::uint64_t t0_us = 0;  // the reboot request
+  std::optional<double> unready_to_lb_down_ms;
+  std::optional<double> hold_s;
+  std::size_t node_a_answers_after_cancel = 0;
+  std::vector<std::string> problems;  // the run itself went wrong (not a measured failure)
+
+  std::size_t failed() const {
+    return static_cast<std::size_t>(
+        std::count_if(records.begin(), records.end(), [](const auto& r) { return r.failed(); }));
+  }
+  std::map<std::string, std::size_t> failed_by_kind() const {
+    std::map<std::string, std::size_t> m;
+    for (const auto& r : records) {
+      if (!r.failed()) continue;
+      ++m[(r.reused ? "reused:" : "new:") +
+          (r.status ? fmt::format("http_{}", r.status) : r.error)];
+    }
+    return m;
+  }
+  std::size_t retried() const {
+    return static_cast<std::size_t>(
+        std::count_if(records.begin(), records.end(), [](const auto& r) { return r.retried; }));
+  }
+  // From the first failed request's send to the last one's end.
+  double failure_window_ms() const {
+    std::optional<std::uint64_t> first, last;
+    for (const auto& r : records) {
+      if (!r.failed()) continue;
+      if (!first || r.send_us < *first) first = r.send_us;
+      if (!last || r.send_us + r.latency_us > *last) last = r.send_us + r.latency_us;
+    }
+    return first ? static_cast<double>(*last - *first) / 1e3 : 0;
+  }
+  // The longest stretch of consecutive failed requests (both streams, by send time), from the
+  // first one's send to the last one's end.
+  double longest_failure_run_ms() const {
+    auto sorted = records;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.send_us < b.send_us; });
+    double best = 0;
+    std::optional<std::uint64_t> run_start;
+    for (const auto& r : sorted) {
+      if (!r.failed()) {
+        run_start.reset();
+        continue;
+      }
+      if (!run_start) run_start = r.send_us;
+      best = std::max(best, static_cast<double>(r.send_us + r.latency_us - *run_start) / 1e3);
+    }
+    return best;
+  }
+};
+
+std::optional<std::uint64_t> lifecycle_at(const fs::path& log, const std::string& word) {
+  for (const auto& l : sandbox::read_timed_lines(log)) {
+    if (l.word == word) return l.usec;
+  }
+  return std::nullopt;
+}
+
+// --- one scenario
+// ---------------------------------------------------------------------------------
+
+scenario_result run_scenario(const settings& s, const std::string& name, const fs::path& self) {
+  scenario_result res;
+  res.name = name;
+  const fs::path out = s.out_dir / name;
+  fs::create_directories(out);
+  const bool shim = is_shim_scenario(name);
+  const double hold_bound_s = s.drain_s + s.exit_timeout_s + 30;
+
+  sandbox::sandbox_options so;
+  so.inhibit_delay_max = fmt::format("{}", std::llround(hold_bound_s));
+  sandbox::node_sandbox a(so);
+  const auto tools = a.tools();
+
+  const std::uint16_t fe_port = next_service_port();
+  const std::uint16_t a_api = next_service_port();
+  const std::uint16_t a_shim = next_service_port();
+  const std::uint16_t b_api = next_service_port();
+  const std::uint16_t b_shim = next_service_port();
+
+  // Node B, in its own process.
+  std::error_code ec;
+  fs::remove(out / "node-b.ready", ec);
+  fs::remove(out / "node-b.dir", ec);
+  std::vector<std::string> b_argv = {self.string(),
+                                     "--serve-node",
+                                     "--dir=" + out.string(),
+                                     "--name=node-b",
+                                     fmt::format("--api-port={}", b_api),
+                                     "--drain=" + seconds(s.drain_s),
+                                     "--exit-timeout=" + seconds(s.exit_timeout_s),
+                                     "--request-time=" + seconds(s.request_time_s)};
+  if (shim) b_argv.push_back(fmt::format("--shim-port={}", b_shim));
+  sandbox::spawn_options bo;
+  for (char** e = environ; e && *e; ++e) bo.env.emplace_back(*e);
+  bo.stdout_path = out / "node-b.log";
+  sandbox::child_process node_b("node-b", b_argv, bo);
+  // Stopped with SIGTERM, node B removes its own sandbox directory; killed, it cannot, so the
+  // directory (named in node-b.dir) is removed here, or by this process's termination cleanup.
+  struct node_b_stopper {
+    sandbox::child_process& process;
+    fs::path dir_file;
+    ~node_b_stopper() {
+      process.stop(5000ms);
+      const fs::path dir = read_first_line(dir_file);
+      if (dir.empty()) return;
+      std::error_code e;
+      fs::remove_all(dir, e);
+      sandbox::unregister_cleanup_dir(dir);
+    }
+  } stop_node_b{node_b, out / "node-b.dir"};
+
+  // Node A's apiserver (and shim).
+  const fs::path pidfile = a.dir() / "node-a.pid";
+  const fs::path signal_log = a.dir() / "node-a-signals.log";
+  const fs::path lifecycle_log = a.dir() / "node-a-lifecycle.log";
+  const fs::path event_log = a.dir() / "shim-events.jsonl";
+  const auto api_argv = apiserver_argv(tools.fake_apiserver, "node-a", a_api, a.dir(), s);
+  sandbox::child_process* shim_process = nullptr;
+  if (name == "shim-wrapper") {
+    auto argv = shim_argv(tools.shim, a_shim, s, event_log);
+    argv.push_back("--");
+    argv.insert(argv.end(), api_argv.begin(), api_argv.end());
+    shim_process = &a.spawn("shutdown-shim", argv);
+  } else {
+    a.spawn("kube-apiserver", api_argv);
+    if (shim) {
+      auto argv = shim_argv(tools.shim, a_shim, s, event_log);
+      argv.push_back("--target-pidfile=" + pidfile.string());
+      shim_process = &a.spawn("shutdown-shim", argv);
+    }
+  }
+  auto fail = [&](const std::string& why) {
+    res.problems.push_back(why);
+    std::ostringstream logs;
+    a.dump_logs(logs, 40);
+    std::cerr << "scenario " << name << ": " << why << "\n" << logs.str();
+    return res;
+  };
+  if (!wait_until([&] { return read_pid(pidfile).has_value(); }, 20s))
+    return fail("node A's apiserver did not start");
+  if (shim && (!wait_until([&] { return ready_200(a_shim); }, 30s, 50ms) ||
+               !a.wait_for_inhibitor("shutdown-shim", true, 30s)))
+    return fail("node A's shim did not become ready with its lock");
+  if (!wait_until([&] { return fs::exists(out / "node-b.ready") || !node_b.running(); }, 60s) ||
+      !node_b.running())
+    return fail("node B did not come up (see node-b.log)");
+  sandbox::register_cleanup_dir(read_first_line(out / "node-b.dir"));
+
+  // The load balancer.
+  e2e::lb_options lo;
+  lo.mode = s.lb_mode;
+  lo.inter = s.inter;
+  lo.fall = s.fall;
+  lo.rise = s.rise;
+  lo.retries = s.lb_retries;
+  lo.frontend_port = fe_port;
+  lo.servers = {{"node-a", a_api, shim ? a_shim : a_api}, {"node-b", b_api, shim ? b_shim : b_api}};
+  e2e::haproxy lb(s.haproxy, out, lo);
+  // Both nodes answer through it before anything happens.
+  std::set<std::string> seen;
+  wait_until(
+      [&] {
+        sandbox::http_client c(fe_port);
+        auto r = c.get("/version", 1000ms);
+        if (r.ok && r.status == 200) seen.insert(r.backend);
+        return seen.size() == 2;
+      },
+      20s, 20ms);
+  if (seen.size() != 2) return fail("the load balancer does not reach both nodes");
+
+  // The run.
+  e2e::load_client load({fe_port, "/version", s.rate, 10s});
+  sleep_s(s.lead_s);
+  const pid_t api_pid = *read_pid(pidfile);
+  if (name == "baseline-no-signal") {
+    a.set_kill_on_reboot({api_pid});
+  } else if (name == "baseline-apiserver-delay") {
+    a.set_stop_on_reboot({api_pid},
+                         std::chrono::microseconds(std::llround(s.stop_timeout_s * 1e6)));
+  } else if (name != "shim-cancel") {
+    a.set_kill_on_reboot({api_pid, shim_process->pid()});
+  }
+  res.t0_us = a.reboot();
+  res.markers.push_back({"reboot requested", res.t0_us});
+  const auto start = a.wait_for_start_unit(
+      "reboot.target", std::chrono::milliseconds(std::llround(hold_bound_s * 1000)), res.t0_us);
+  if (!start) return fail("logind never started reboot.target");
+  res.hold_s = static_cast<double>(start->usec - res.t0_us) / 1e6;
+  res.markers.push_back({"reboot.target started", start->usec});
+
+  const auto lb_bound = std::chrono::milliseconds(
+      std::llround((parse_seconds(s.inter) * (s.fall + s.rise + 2) + 10) * 1000));
+  std::uint64_t last_event = start->usec;
+  if (name == "shim-cancel") {
+    // logind 252 offers no way to call off a delayed reboot before it starts reboot.target: the
+    // earliest cancel is of that job, which makes logind send PrepareForShutdown(false).
+    const auto before = a.prepare_for_shutdown_signals().size();
+    a.cancel_last_job();
+    const auto cancel_us = sandbox::monotonic_us();
+    res.markers.push_back({"reboot cancelled", cancel_us});
+    if (!a.wait_for_prepare_for_shutdown(false, 30s, before))
+      return fail("no PrepareForShutdown(false) after the cancel");
+    // The apiserver had its SIGTERM and is gone after its shutdown delay; kubelet starts it again.
+    if (!wait_until([&] { return lifecycle_at(lifecycle_log, "EXIT").has_value(); }, 30s))
+      return fail("the apiserver did not exit after its shutdown delay");
+    std::filesystem::remove(pidfile, ec);
+    a.spawn("kube-apiserver-restarted", api_argv);
+    if (!wait_until([&] { return lb.first("node-a", "UP", cancel_us).has_value(); },
+                    lb_bound + 30s))
+      return fail("node A did not rejoin the load balancer after the cancel");
+    last_event = *lb.first("node-a", "UP", cancel_us);
+    res.markers.push_back({"LB marks node up", last_event});
+  } else {
+    if (name == "baseline-apiserver-delay") {
+      sleep_s(s.stop_timeout_s);
+      if (!wait_until([&] { return !a.killed_on_reboot().empty(); }, 10s))
+        return fail("the stand-in manager never killed the node");
+    }
+    if (!wait_until([&] { return lb.first("node-a", "DOWN", res.t0_us).has_value(); }, lb_bound))
+      return fail("the load balancer never marked node A down");
+  }
+  for (const auto& k : a.killed_on_reboot()) {
+    const bool api = static_cast<pid_t>(k.pid) == api_pid;
+    if (k.was_alive) res.markers.push_back({api ? "SIGKILL apiserver" : "SIGKILL shim", k.usec});
+    last_event = std::max(last_event, k.usec);
+  }
+  if (auto down = lb.first("node-a", "DOWN", res.t0_us)) {
+    res.markers.push_back({"LB marks node down", *down});
+    last_event = std::max(last_event, *down);
+  }
+  const auto settle_until = last_event + static_cast<std::uint64_t>(s.tail_s * 1e6);
+  while (sandbox::monotonic_us() < settle_until) std::this_thread::sleep_for(20ms);
+  load.stop();
+  res.records = load.records();
+  lb.stop();
+
+  // Markers from the node's own logs, all CLOCK_MONOTONIC.
+  std::optional<std::uint64_t> unready;
+  if (shim) {
+    for (const auto& e : sandbox::read_event_log(event_log)) {
+      if (e.event == "ShutdownInitiated" && !unready) unready = e.monotonic_us;
+    }
+    if (unready) res.markers.push_back({"shim unready", *unready});
+  } else if (auto u = lifecycle_at(lifecycle_log, "UNREADY")) {
+    unready = u;
+    res.markers.push_back({"apiserver unready", *u});
+  }
+  for (const auto& l : sandbox::read_timed_lines(signal_log)) {
+    res.markers.push_back({"apiserver " + l.word, l.usec});
+  }
+  for (const auto& l : sandbox::read_timed_lines(lifecycle_log)) {
+    if (l.word == "EXIT" || l.word == "STOPPED_LISTENING") {
+      res.markers.push_back({"apiserver " + l.word, l.usec});
+    }
+  }
+  const auto down = lb.first("node-a", "DOWN", res.t0_us);
+  if (unready && down) res.unready_to_lb_down_ms = (static_cast<double>(*down) - *unready) / 1e3;
+  if (name == "shim-cancel") {
+    const auto cancel = std::find_if(res.markers.begin(), res.markers.end(),
+                                     [](const marker& m) { return m.name == "reboot cancelled"; });
+    for (const auto& r : res.records) {
+      if (!r.failed() && r.backend == "node-a" && r.send_us > cancel->usec)
+        ++res.node_a_answers_after_cancel;
+    }
+  }
+  std::sort(res.markers.begin(), res.markers.end(),
+            [](const marker& x, const marker& y) { return x.usec < y.usec; });
+
+  // What stays: requests, markers, the logs of the node and the load balancer.
+  e2e::write_records_csv(out / "requests.csv", res.records, res.t0_us);
+  {
+    std::ofstream m(out / "markers.tsv", std::ios::trunc);
+    for (const auto& mk : res.markers) {
+      m << fmt::format("{:.6f}\t{}\n",
+                       (static_cast<double>(mk.usec) - static_cast<double>(res.t0_us)) / 1e6,
+                       mk.name);
+    }
+  }
+  for (const auto& f : {event_log, signal_log, lifecycle_log})
+    fs::copy_file(f, out / f.filename(), fs::copy_options::overwrite_existing, ec);
+  for (const char* log : {"shutdown-shim", "systemd-logind", "fake-systemd-manager"}) {
+    fs::copy_file(a.log_path(log), out / (std::string("node-a-") + log + ".log"),
+                  fs::copy_options::overwrite_existing, ec);
+  }
+  return res;
+}
+
+// --- reports
+// --------------------------------------------------------------------------------------
+
+std::string optional_ms(std::optional<double> v) {
+  return v ? fmt::format("{:.0f}", *v) : std::string("-");
+}
+
+std::string table(const settings& s, const std::vector<scenario_result>& results) {
+  std::string t = fmt::format(
+      "HAProxy mode {}, {}, inter {} fall {} rise {}; drain and apiserver shutdown delay {} s; "
+      "{} req/s on new connections, up to {} req/s on each of two keep-alive connections; "
+      "{} ms per request\n\n",
+      s.lb_mode,
+      s.lb_retries ? fmt::format("retries {} with redispatch", s.lb_retries) : "no retries",
+      s.inter, s.fall, s.rise, s.drain_s, s.rate, s.rate, s.request_time_s * 1e3);
+  t += "| scenario | requests | failed | failed by kind | longest failure run (ms) | "
+       "first to last failure (ms) | unready to LB down (ms) | reboot hold (s) | "
+       "retried on a fresh conn |\n";
+  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const auto& r : results) {
+    std::string kinds;
+    for (const auto& [k, n] : r.failed_by_kind())
+      kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", k, n);
+    if (!r.problems.empty()) kinds = "RUN FAILED: " + r.problems.front();
+    t += fmt::format("| {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} |\n", r.name,
+                     r.records.size(), r.failed(), kinds.empty() ? "-" : kinds,
+                     r.longest_failure_run_ms(), r.failure_window_ms(),
+                     optional_ms(r.unready_to_lb_down_ms),
+                     r.hold_s ? fmt::format("{:.3f}", *r.hold_s) : "-", r.retried());
+  }
+  return t;
+}
+
+// A gnuplot script drawing one panel per scenario: every request at its send time, in the lane of
+// the node that answered it or in the "failed" lane (new connections a little above the lane's
+// line, keep-alive ones below), with the markers as vertical lines.
+std::string gnuplot_script(const std::vector<scenario_result>& results) {
+  std::string g =
+      "# gnuplot timeline.gp (run in the output directory)\n"
+      "set terminal pngcairo size 1400," +
+      std::to_string(240 * results.size() + 60) +
+      " font 'DejaVu Sans,9'\n"
+      "set output 'timeline.png'\n"
+      "set datafile separator ','\n"
+      "set multiplot layout " +
+      std::to_string(results.size()) +
+      ",1 title 'requests through HAProxy while node A reboots (t = 0: reboot requested)'\n"
+      "set termoption noenhanced\n"
+      "set yrange [-0.7:2.7]\nset ytics ('failed' 0, 'node B' 1, 'node A' 2)\n"
+      "set xlabel 'seconds since the reboot request'\n"
+      "set key outside right top\nset grid xtics\n";
+  double xmin = 0, xmax = 0;
+  for (const auto& r : results) {
+    for (const auto& q : r.records) {
+      const double t = (static_cast<double>(q.send_us) - static_cast<double>(r.t0_us)) / 1e6;
+      xmin = std::min(xmin, t);
+      xmax = std::max(xmax, t);
+    }
+  }
+  g += fmt::format("set xrange [{:.1f}:{:.1f}]\n", xmin, xmax + 0.5);
+  for (const auto& r : results) {
+    g += "unset arrow\nunset label\n";
+    int i = 0;
+    for (const auto& m : r.markers) {
+      const double t = (static_cast<double>(m.usec) - static_cast<double>(r.t0_us)) / 1e6;
+      g += fmt::format(
+          "set arrow from {0:.4f}, graph 0 to {0:.4f}, graph 1 nohead lc rgb 'gray40' dt 2\n", t);
+      g += fmt::format("set label \"{}\" at {:.4f}, graph {:.2f} left font ',8' tc rgb 'gray20'\n",
+                       m.name, t + 0.03, 0.95 - 0.09 * (i++ % 7));
+    }
+    g += fmt::format(
+        "set title \"{0}: {1} requests, {2} failed\"\n"
+        "lane(x) = x + (strcol(1) eq 'new' ? 0.2 : -0.2)\n"
+        "plot '{0}/requests.csv' every ::1 using 2:(strcol(6) eq 'node-a' && $8 == 0 ? "
+        "lane(2) : 1/0) with points pt 7 ps 0.2 lc rgb '#2e8b57' title 'answered by node A', \\\n"
+        "     '' every ::1 using 2:(strcol(6) eq 'node-b' && $8 == 0 ? lane(1) : 1/0) with points "
+        "pt 7 ps 0.2 lc rgb '#1e64c8' title 'answered by node B', \\\n"
+        "     '' every ::1 using 2:($8 == 1 ? lane(0) : 1/0) with points pt 2 ps 0.8 lc rgb "
+        "'#d62728' title 'failed'\n",
+        r.name, r.records.size(), r.failed());
+  }
+  g += "unset multiplot\n";
+  return g;
+}
+
+bool tools_missing(const settings& s, std::string& why) {
+  const auto tools = sandbox::tool_paths::from_environment();
+  if (geteuid() != 0)
+    why = "must run as root (logind, mount and network namespaces)";
+  else if (access(s.haproxy.c_str(), X_OK) != 0)
+    why = "haproxy not found at " + s.haproxy;
+  else if (access(tools.logind.c_str(), X_OK) != 0)
+    why = "systemd-logind not found at " + tools.logind;
+  else if (access(tools.dbus_daemon.c_str(), X_OK) != 0)
+    why = "dbus-daemon not found";
+  return !why.empty();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // First of all: nothing in this process may reach the machine's own system bus.
+  sandbox::prepare_sandbox_process();
+  if (argc > 1 && std::string_view(argv[1]) == "--serve-node") return serve_node(argc, argv);
+  const settings s = parse(argc, argv);
+
+  std::string why;
+  if (tools_missing(s, why)) {
+    const char* ci = std::getenv("CI");
+    if (ci && std::string_view(ci) == "true") {
+      fmt::print(stderr, "e2e cannot run, and CI=true makes that a failure: {}\n", why);
+      return 1;
+    }
+    fmt::print(stderr, "e2e skipped: {}\n", why);
+    return 77;
+  }
+  if (unshare(CLONE_NEWNET) != 0) {
+    fmt::print(stderr, "e2e: cannot make a private network namespace: {}\n", std::strerror(errno));
+    return 1;
+  }
+  loopback_up();
+  fs::create_directories(s.out_dir);
+  const fs::path self = fs::read_symlink("/proc/self/exe");
+
+  std::vector<scenario_result> results;
+  for (const auto& name : s.scenarios) {
+    fmt::print("--- {}\n", name);
+    std::fflush(stdout);
+    try {
+      results.push_back(run_scenario(s, name, self));
+    } catch (const std::exception& e) {
+      scenario_result r;
+      r.name = name;
+      r.problems.push_back(e.what());
+      results.push_back(std::move(r));
+    }
+    const auto& r = results.back();
+    for (const auto& m : r.markers) {
+      fmt::print("  {:+9.3f} s  {}\n",
+                 (static_cast<double>(m.usec) - static_cast<double>(r.t0_us)) / 1e6, m.name);
+    }
+    fmt::print("  {} requests, {} failed\n", r.records.size(), r.failed());
+    if (r.name == "shim-cancel") {
+      fmt::print("  node A answered {} requests after the cancel\n", r.node_a_answers_after_cancel);
+    }
+  }
+  const std::string summary = table(s, results);
+  fmt::print("\n{}", summary);
+  std::ofstream(s.out_dir / "summary.md", std::ios::trunc) << summary;
+  std::ofstream(s.out_dir / "timeline.gp", std::ios::trunc) << gnuplot_script(results);
+
+  bool ok = true;
+  for (const auto& r : results) {
+    if (!r.problems.empty()) {
+      fmt::print("FAIL {}: the scenario did not run: {}\n", r.name, r.problems.front());
+      ok = false;
+    }
+  }
+  if (s.check) {
+    for (const auto& r : results) {
+      if (!r.problems.empty()) continue;
+      if (is_shim_scenario(r.name) && r.failed() != 0) {
+        fmt::print("FAIL {}: {} failed requests with the shim (want 0)\n", r.name, r.failed());
+        ok = false;
+      }
+      if (r.name == "baseline-no-signal" && r.failed() == 0) {
+        fmt::print("FAIL {}: no failed request without the shim: the test cannot tell\n", r.name);
+        ok = false;
+      }
+      if (r.name == "shim-cancel" && r.node_a_answers_after_cancel == 0) {
+        fmt::print("FAIL {}: node A never answered again after the cancel\n", r.name);
+        ok = false;
+      }
+    }
+  }
+  sandbox::reap_orphans();
+  return ok ? 0 : 1;
+}

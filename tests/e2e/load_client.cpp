@@ -1,0 +1,326 @@
+#include "load_client.hpp"
+
+#include <fmt/core.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+
+#include "process.hpp"
+
+namespace e2e {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// A short, stable name for a transport error, for the tables.
+std::string error_kind(const beast::error_code& ec, bool connecting) {
+  if (ec == beast::error::timeout) return connecting ? "connect_timeout" : "timeout";
+  if (ec == asio::error::connection_refused) return "refused";
+  if (ec == asio::error::connection_reset) return "reset";
+  if (ec == asio::error::broken_pipe) return "broken_pipe";
+  if (ec == asio::error::eof || ec == http::error::end_of_stream) return "eof";
+  if (ec == http::error::partial_message) return "partial";
+  return "other:" + ec.message();
+}
+
+// The ways a reused connection breaks when the server closed it while idle: Go's transport sends
+// an idempotent request again when nothing of an answer had arrived.
+bool closed_under_us(const beast::error_code& ec) {
+  return ec == asio::error::eof || ec == http::error::end_of_stream ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
+// The peer has closed (FIN or RST) a connection we hold idle: what Go's read loop notices before
+// it would reuse the connection.
+bool peer_closed(tcp::socket& socket) {
+  pollfd p{socket.native_handle(), POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+  char c;
+  return recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+http::request<http::empty_body> make_request(const std::string& target, bool keep_alive) {
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, "kubernetes.default");
+  req.set(http::field::user_agent, "shutdown-shim-e2e-load");
+  req.keep_alive(keep_alive);
+  return req;
+}
+
+}  // namespace
+
+// Two keep-alive connections: with round robin over two nodes, one of them is on the node that
+// reboots.
+constexpr unsigned kKeepAliveConnections = 2;
+
+struct load_client::impl {
+  load_options opts;
+  tcp::endpoint endpoint;
+  asio::io_context io{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+  std::chrono::microseconds period;
+  bool stopping = false;
+  mutable std::mutex mutex;
+  std::vector<request_record> records;
+  std::thread thread;
+
+  // --- the new-connection stream ---
+  asio::steady_timer new_timer{io};
+  std::chrono::steady_clock::time_point new_next;
+
+  struct keep_alive;
+  std::vector<std::unique_ptr<keep_alive>> keep_alives;
+
+  explicit impl(load_options o)
+      : opts(std::move(o)),
+        endpoint(asio::ip::make_address("127.0.0.1"), opts.port),
+        period(static_cast<std::int64_t>(1e6 / opts.rate)) {}
+
+  void add(request_record r) {
+    std::lock_guard lock(mutex);
+    records.push_back(std::move(r));
+  }
+
+  static std::chrono::steady_clock::time_point next_slot(std::chrono::steady_clock::time_point slot,
+                                                         std::chrono::microseconds period) {
+    // Keep the rate, but never send a burst to catch up after a stall.
+    return std::max(slot + period, std::chrono::steady_clock::now());
+  }
+
+  void start();
+  void connected(unsigned i);  // keep-alive connection i had its first answer
+  void stop();
+
+  // --- new connection per request ---
+
+  struct one_shot : std::enable_shared_from_this<one_shot> {
+    impl& owner;
+    beast::tcp_stream stream;
+    http::request<http::empty_body> req;
+    beast::flat_buffer buffer;
+    http::response<http::string_body> res;
+    request_record rec;
+
+    explicit one_shot(impl& o) : owner(o), stream(o.io), req(make_request(o.opts.target, false)) {}
+
+    void start() {
+      rec.send_us = sandbox::monotonic_us();
+      stream.expires_after(owner.opts.timeout);
+      stream.async_connect(owner.endpoint, [self = shared_from_this()](beast::error_code ec) {
+        if (ec) return self->finish(error_kind(ec, true));
+        http::async_write(self->stream, self->req, [self](beast::error_code ec, std::size_t) {
+          if (ec) return self->finish(error_kind(ec, false));
+          http::async_read(self->stream, self->buffer, self->res,
+                           [self](beast::error_code ec, std::size_t) {
+                             if (ec) return self->finish(error_kind(ec, false));
+                             self->rec.status = self->res.result_int();
+                             self->rec.backend = std::string(self->res["X-Backend"]);
+                             self->finish({});
+                           });
+        });
+      });
+    }
+
+    void finish(std::string error) {
+      rec.latency_us = sandbox::monotonic_us() - rec.send_us;
+      rec.error = std::move(error);
+      beast::error_code ec;
+      stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+      stream.socket().close(ec);
+      owner.add(std::move(rec));
+    }
+  };
+
+  void schedule_new() {
+    new_timer.expires_at(new_next);
+    new_timer.async_wait([this](beast::error_code ec) {
+      if (ec || stopping) return;
+      std::make_shared<one_shot>(*this)->start();
+      new_next = next_slot(new_next, period);
+      schedule_new();
+    });
+  }
+};
+
+// One keep-alive connection, sending the next request once the previous one is answered and its
+// slot has come.
+struct load_client::impl::keep_alive {
+  impl& owner;
+  unsigned index;
+  asio::steady_timer timer;
+  std::chrono::steady_clock::time_point next;
+  beast::tcp_stream stream;
+  bool connected = false;
+  bool announced = false;
+  unsigned served = 0;  // requests answered on the current connection
+  beast::flat_buffer buffer;
+  http::request<http::empty_body> req;
+  std::optional<http::response_parser<http::string_body>> parser;
+  request_record rec;
+
+  keep_alive(impl& o, unsigned i) : owner(o), index(i), timer(o.io), stream(o.io) {}
+
+  void start() {
+    next = std::chrono::steady_clock::now();
+    schedule();
+  }
+
+  void stop() {
+    timer.cancel();
+    if (!rec.send_us) drop();
+  }
+
+  void schedule() {
+    timer.expires_at(next);
+    timer.async_wait([this](beast::error_code ec) {
+      if (ec || owner.stopping) return;
+      rec = {};
+      rec.reused = true;
+      rec.send_us = sandbox::monotonic_us();
+      send();
+    });
+  }
+
+  void send() {
+    if (connected && peer_closed(stream.socket())) drop();
+    stream.expires_after(owner.opts.timeout);
+    if (!connected) {
+      stream.async_connect(owner.endpoint, [this](beast::error_code ec) {
+        if (ec) return finish(error_kind(ec, true));
+        connected = true;
+        served = 0;
+        write();
+      });
+      return;
+    }
+    write();
+  }
+
+  void write() {
+    req = make_request(owner.opts.target, true);
+    parser.emplace();
+    parser->body_limit(1 << 20);
+    http::async_write(stream, req, [this](beast::error_code ec, std::size_t) {
+      if (ec) return failed(ec);
+      http::async_read(stream, buffer, *parser, [this](beast::error_code ec, std::size_t) {
+        if (ec) return failed(ec);
+        auto& res = parser->get();
+        rec.status = res.result_int();
+        rec.backend = std::string(res["X-Backend"]);
+        ++served;
+        if (!res.keep_alive()) drop();
+        finish({});
+      });
+    });
+  }
+
+  void failed(const beast::error_code& ec) {
+    const bool nothing_answered = !parser || !parser->got_some();
+    const bool was_reused = served > 0;
+    drop();
+    if (was_reused && nothing_answered && closed_under_us(ec) && !rec.retried && !owner.stopping) {
+      rec.retried = true;
+      send();
+      return;
+    }
+    finish(error_kind(ec, false));
+  }
+
+  void drop() {
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream.socket().close(ec);
+    buffer.clear();
+    connected = false;
+    served = 0;
+  }
+
+  void finish(std::string error) {
+    rec.latency_us = sandbox::monotonic_us() - rec.send_us;
+    rec.error = std::move(error);
+    owner.add(std::move(rec));
+    rec = {};
+    if (!announced) {
+      announced = true;
+      owner.connected(index);
+    }
+    if (owner.stopping) {
+      drop();
+      return;
+    }
+    next = next_slot(next, owner.period);
+    schedule();
+  }
+};
+
+void load_client::impl::start() {
+  guard.emplace(io.get_executor());
+  // The keep-alive connections are opened one after the other before anything else, so that
+  // the load balancer's round robin puts one on each node; then the new-connection stream.
+  for (unsigned i = 0; i < kKeepAliveConnections; ++i) {
+    keep_alives.push_back(std::make_unique<keep_alive>(*this, i));
+  }
+  keep_alives.front()->start();
+  thread = std::thread([this] { io.run(); });
+}
+
+void load_client::impl::connected(unsigned i) {
+  if (i + 1 < keep_alives.size()) return keep_alives[i + 1]->start();
+  new_next = std::chrono::steady_clock::now();
+  schedule_new();
+}
+
+void load_client::impl::stop() {
+  asio::post(io, [this] {
+    stopping = true;
+    new_timer.cancel();
+    for (auto& k : keep_alives) k->stop();
+  });
+  guard.reset();
+  if (thread.joinable()) thread.join();
+}
+
+load_client::load_client(load_options options) : impl_(std::make_unique<impl>(std::move(options))) {
+  if (impl_->opts.rate <= 0) throw std::invalid_argument("load rate must be positive");
+  impl_->start();
+}
+
+load_client::~load_client() { stop(); }
+
+void load_client::stop() { impl_->stop(); }
+
+std::vector<request_record> load_client::records() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->records;
+}
+
+void write_records_csv(const std::filesystem::path& path,
+                       const std::vector<request_record>& records, std::uint64_t t0_us) {
+  std::ofstream out(path, std::ios::trunc);
+  out << "conn,send_s,latency_ms,status,error,backend,retried,failed\n";
+  for (const auto& r : records) {
+    out << fmt::format("{},{:.6f},{:.3f},{},{},{},{},{}\n", r.reused ? "reused" : "new",
+                       (static_cast<double>(r.send_us) - static_cast<double>(t0_us)) / 1e6,
+                       static_cast<double>(r.latency_us) / 1e3, r.status,
+                       r.error.empty() ? "-" : r.error, r.backend.empty() ? "-" : r.backend,
+                       r.retried ? 1 : 0, r.failed() ? 1 : 0);
+  }
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+}  // namespace e2e

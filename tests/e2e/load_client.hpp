@@ -1,0 +1,61 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace e2e {
+
+// One request as the load client saw it. Times are CLOCK_MONOTONIC microseconds.
+struct request_record {
+  bool reused = false;        // sent on the keep-alive connection (else on a new one)
+  std::uint64_t send_us = 0;  // when the request started (connect, or write on a reused conn)
+  std::uint64_t latency_us = 0;
+  unsigned status = 0;   // HTTP status; 0 for a transport error
+  std::string error;     // transport error kind when status == 0
+  std::string backend;   // X-Backend of the answer
+  bool retried = false;  // the reused connection was closed under the request; sent again
+  bool failed() const { return status < 200 || status > 299; }
+};
+
+struct load_options {
+  std::uint16_t port = 0;  // the load balancer's frontend on 127.0.0.1
+  std::string target = "/version";
+  double rate = 100;  // requests per second on new connections, and on each keep-alive one
+  std::chrono::milliseconds timeout{10'000};
+};
+
+// A steady stream of GETs through the load balancer, on its own thread, as the field's disruption
+// samplers send them: one stream opens a new connection per request (requests are launched on
+// schedule, even while earlier ones are still waiting), and two keep-alive connections each send
+// the next request once the previous one is answered and its slot has come. The keep-alive
+// connections are opened first, one after the other, so that round robin puts one on each node.
+//
+// Like Go's http.Transport (what the field's samplers and every Kubernetes client use), the
+// keep-alive stream re-dials when the server closed the idle connection, and a GET that found the
+// reused connection closed before any byte of an answer is sent once more on a new connection;
+// such requests are marked `retried`. Every non-2xx answer and every other transport error
+// (refused, reset during the answer, timeout) is a failure.
+class load_client {
+ public:
+  explicit load_client(load_options options);
+  ~load_client();
+  load_client(const load_client&) = delete;
+  load_client& operator=(const load_client&) = delete;
+
+  // Stops sending, waits (bounded by the timeout) for the requests in flight, joins the thread.
+  void stop();
+  std::vector<request_record> records() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+void write_records_csv(const std::filesystem::path& path,
+                       const std::vector<request_record>& records, std::uint64_t t0_us);
+
+}  // namespace e2e
