@@ -630,36 +630,25 @@ std::optional<start_unit_record> node_sandbox::wait_for_start_unit(
 }
 
 void node_sandbox::set_kill_on_reboot(const std::vector<pid_t>& pids) {
-  sd_bus_message* raw = nullptr;
-  int r = sd_bus_message_new_method_call(bus().get(), &raw, kSystemd1, kSystemd1Path,
-                                         kTestInterface, "SetKillOnReboot");
-  if (r < 0) throw std::runtime_error("SetKillOnReboot: cannot build the call");
-  message_ptr call(raw);
-  std::vector<std::uint32_t> u(pids.begin(), pids.end());
-  r = sd_bus_message_append_array(raw, 'u', u.data(), u.size() * sizeof(std::uint32_t));
-  if (r < 0) throw std::runtime_error("SetKillOnReboot: cannot append the PIDs");
-  sd_bus_error error = SD_BUS_ERROR_NULL;
-  sd_bus_message* reply = nullptr;
-  r = sd_bus_call(bus().get(), raw, 0, &error, &reply);
-  message_ptr owned(reply);
-  if (r < 0) {
-    std::string what = error.message ? error.message : std::strerror(-r);
-    sd_bus_error_free(&error);
-    throw bus_error("", "SetKillOnReboot: " + what);
-  }
+  call_manager_with_pids("SetKillOnReboot", pids, std::nullopt);
 }
 
 void node_sandbox::set_stop_on_reboot(const std::vector<pid_t>& pids,
                                       std::chrono::microseconds stop_timeout) {
+  call_manager_with_pids("SetStopOnReboot", pids, static_cast<std::uint64_t>(stop_timeout.count()));
+}
+
+void node_sandbox::call_manager_with_pids(const std::string& method, const std::vector<pid_t>& pids,
+                                          std::optional<std::uint64_t> usec) {
   sd_bus_message* raw = nullptr;
   int r = sd_bus_message_new_method_call(bus().get(), &raw, kSystemd1, kSystemd1Path,
-                                         kTestInterface, "SetStopOnReboot");
-  if (r < 0) throw std::runtime_error("SetStopOnReboot: cannot build the call");
+                                         kTestInterface, method.c_str());
+  if (r < 0) throw std::runtime_error(method + ": cannot build the call");
   message_ptr call(raw);
   std::vector<std::uint32_t> u(pids.begin(), pids.end());
   r = sd_bus_message_append_array(raw, 'u', u.data(), u.size() * sizeof(std::uint32_t));
-  if (r >= 0) r = sd_bus_message_append(raw, "t", static_cast<std::uint64_t>(stop_timeout.count()));
-  if (r < 0) throw std::runtime_error("SetStopOnReboot: cannot append the arguments");
+  if (r >= 0 && usec) r = sd_bus_message_append(raw, "t", *usec);
+  if (r < 0) throw std::runtime_error(method + ": cannot append the arguments");
   sd_bus_error error = SD_BUS_ERROR_NULL;
   sd_bus_message* reply = nullptr;
   r = sd_bus_call(bus().get(), raw, 0, &error, &reply);
@@ -667,7 +656,7 @@ void node_sandbox::set_stop_on_reboot(const std::vector<pid_t>& pids,
   if (r < 0) {
     std::string what = error.message ? error.message : std::strerror(-r);
     sd_bus_error_free(&error);
-    throw bus_error("", "SetStopOnReboot: " + what);
+    throw bus_error("", method + ": " + what);
   }
 }
 

@@ -194,6 +194,9 @@ class node_sandbox {
   void start_dbus();
   void connect_harness_bus();
   void require_private_environment() const;
+  // A stand-in manager test method taking (au) or (aut): PIDs, then usec if given.
+  void call_manager_with_pids(const std::string& method, const std::vector<pid_t>& pids,
+                              std::optional<std::uint64_t> usec);
 
   sandbox_options opts_;
   tool_paths tools_;
