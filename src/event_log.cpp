@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -316,8 +317,16 @@ event_recorder::event_recorder(logger& log, const std::string& path) : log_(log)
 }
 
 void event_recorder::record(event_kind kind, std::string_view cause, std::string_view message,
-                            const log_fields& fields) {
+                            const log_fields& fields,
+                            std::optional<std::chrono::steady_clock::time_point> at) {
   const std::string_view name = to_string(kind);
+  const std::int64_t monotonic_now = clock_microseconds(CLOCK_MONOTONIC);
+  const std::int64_t age =
+      at ? std::max<std::int64_t>(
+               0, monotonic_now -
+                      std::chrono::duration_cast<std::chrono::microseconds>(at->time_since_epoch())
+                          .count())
+         : 0;
 
   // The file first: it is the evidence that survives the reboot.
   if (file_) {
@@ -328,10 +337,12 @@ void event_recorder::record(event_kind kind, std::string_view cause, std::string
       line += '{';
       append_json_string(line, "event", name);
       line += ',';
-      append_json_string(line, "wall", format_wall_time(std::chrono::system_clock::now()));
-      line += fmt::format(",\"monotonic_us\":{},\"boottime_us\":{},\"pid\":{},",
-                          clock_microseconds(CLOCK_MONOTONIC), clock_microseconds(CLOCK_BOOTTIME),
-                          ::getpid());
+      append_json_string(
+          line, "wall",
+          format_wall_time(std::chrono::system_clock::now() - std::chrono::microseconds(age)));
+      line +=
+          fmt::format(",\"monotonic_us\":{},\"boottime_us\":{},\"pid\":{},", monotonic_now - age,
+                      clock_microseconds(CLOCK_BOOTTIME) - age, ::getpid());
       append_json_string(line, "cause", cause);
       line += ',';
       append_json_string(line, "message", message);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -63,8 +64,11 @@ class event_recorder {
   // Opens path (O_APPEND|O_CLOEXEC, created 0644) unless it is empty. Throws std::system_error.
   event_recorder(logger& log, const std::string& path);
 
+  // at: when the event happened, if earlier than now (the three clocks are moved back by as
+  // much); steady_clock is CLOCK_MONOTONIC.
   void record(event_kind kind, std::string_view cause, std::string_view message,
-              const log_fields& fields = {});
+              const log_fields& fields = {},
+              std::optional<std::chrono::steady_clock::time_point> at = std::nullopt);
 
  private:
   logger& log_;

@@ -17,11 +17,8 @@ action note(std::string message, std::optional<event_kind> event = std::nullopt)
   return action{kind::note, std::move(message), event, {}, {}};
 }
 
-action unready(std::string message, std::string cause) {
-  return action{kind::become_unready,
-                std::move(message),
-                event_kind::ShutdownInitiated,
-                {},
+action unready(std::string message, std::string cause, shutdown_sequence::time_point now) {
+  return action{kind::become_unready, std::move(message), event_kind::ShutdownInitiated, now,
                 std::move(cause)};
 }
 
@@ -61,7 +58,7 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   decision_ = decision_state::pending;
 
   out.push_back(
-      unready("received " + cause + ", becoming unready, keeping the reboot on hold", cause));
+      unready("received " + cause + ", becoming unready, keeping the reboot on hold", cause, now));
   // STOPPING=1 only when the shim itself is going to exit: after PrepareForShutdown it stays up,
   // and systemd would take STOPPING=1 as the start of its stop and SIGKILL it TimeoutStopSec
   // later, holding the reboot that long (seen in the VM test).
@@ -147,7 +144,7 @@ shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
         phase_ = phase::released;
         unready_at_ = now;
         target_gone_ = true;
-        out.push_back(unready(detail + " on its own, becoming unready", detail));
+        out.push_back(unready(detail + " on its own, becoming unready", detail, now));
         request_exit(out);
       }
       break;

@@ -36,7 +36,8 @@ class shutdown_sequence {
 
   struct action {
     enum class kind {
-      become_unready,    // message: why (event ShutdownInitiated)
+      become_unready,    // message: why (event ShutdownInitiated); at: the moment, which the
+                         // drain is counted from
       become_ready,      // a cancelled shutdown is over
       notify_stopping,   // sd_notify STOPPING=1: the shim was asked to stop and will exit
       ask_system_state,  // is PID 1's manager stopping? answer with system_state()

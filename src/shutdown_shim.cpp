@@ -206,7 +206,9 @@ void shutdown_shim::apply(const seq::actions& actions) {
       case kind::become_unready:
         status_.draining_since = std::chrono::system_clock::now();
         status_.drain_cause = a.cause;
-        events_.record(event_kind::ShutdownInitiated, a.cause, a.message);
+        // Stamped with the moment the drain is counted from, not the (later) moment of writing:
+        // the event log must show a hold of at least the drain.
+        events_.record(event_kind::ShutdownInitiated, a.cause, a.message, {}, a.at);
         break;
       case kind::become_ready:
         log_.notice("ready again", {{"why", a.message}});

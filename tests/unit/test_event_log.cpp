@@ -538,6 +538,37 @@ TEST(EventRecorder, WritesOneJsonLineWithEveryKey) {
             "cause=PrepareForShutdown(true) signal=SIGTERM pid_target=42 note=\xff\n");
 }
 
+TEST(EventRecorder, StampsTheMomentGivenOnEveryClock) {
+  temp_dir dir;
+  const std::string path = dir.path() + "/events.jsonl";
+  memstream out;
+  logger log(log_format::text, out.file(), true);
+  event_recorder events(log, path);
+
+  const auto at = std::chrono::steady_clock::now() - std::chrono::seconds(30);
+  const auto at_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(at.time_since_epoch()).count();
+  const auto wall_before = std::chrono::system_clock::now();
+  events.record(event_kind::ShutdownInitiated, "PrepareForShutdown(true)", "unready", {}, at);
+  events.record(event_kind::DrainElapsed, "timer", "drained");
+
+  const auto lines = split_lines(read_file(path));
+  ASSERT_EQ(lines.size(), 2u);
+  const json_object earlier = parse_object(lines[0]);
+  const json_object now = parse_object(lines[1]);
+  const long long earlier_mono = std::stoll(get(earlier, "monotonic_us").text);
+  const long long now_mono = std::stoll(get(now, "monotonic_us").text);
+  EXPECT_GE(earlier_mono, at_us);
+  EXPECT_LT(earlier_mono, at_us + 5'000'000) << "not the moment given";
+  EXPECT_GE(now_mono - earlier_mono, 30'000'000);
+  const long long boot_gap =
+      std::stoll(get(now, "boottime_us").text) - std::stoll(get(earlier, "boottime_us").text);
+  EXPECT_GE(boot_gap, 30'000'000 - 1'000'000);
+  // Walls as text: the earlier one is about 30 s before the later one (same minute layout).
+  EXPECT_LT(get(earlier, "wall").text, get(now, "wall").text);
+  EXPECT_LT(get(earlier, "wall").text, format_wall_time(wall_before));
+}
+
 TEST(EventRecorder, ExtraFieldsNeverShadowFixedKeys) {
   temp_dir dir;
   const std::string path = dir.path() + "/events.jsonl";

@@ -131,6 +131,20 @@ TEST(ShutdownSequence, PrepareForShutdownTurnsUnreadyAndSignalsAtOnce) {
   EXPECT_EQ(*e.timer, t0 + 3s);
 }
 
+TEST(ShutdownSequence, UnreadyCarriesTheMomentTheDrainCountsFrom) {
+  seq machine(attach());
+  auto out = machine.trigger(t0 + 7ms, seq::trigger_kind::prepare_for_shutdown,
+                             "PrepareForShutdown(true)", seq::forward_decision::forward);
+  auto unready = std::find_if(out.begin(), out.end(),
+                              [](const auto& a) { return a.what == kind::become_unready; });
+  ASSERT_NE(unready, out.end());
+  EXPECT_EQ(unready->at, t0 + 7ms);
+  auto timer =
+      std::find_if(out.begin(), out.end(), [](const auto& a) { return a.what == kind::arm_timer; });
+  ASSERT_NE(timer, out.end());
+  EXPECT_EQ(timer->at, t0 + 7ms + 3s) << "the drain counts from the moment the event carries";
+}
+
 TEST(ShutdownSequence, HoldEndsAtDrainWhenTargetExitedEarly) {
   fake_edges e(attach());
   e.pfs(t0);
