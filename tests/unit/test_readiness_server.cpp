@@ -3,8 +3,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -18,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "readiness_server.hpp"
@@ -82,6 +85,24 @@ void expect_plain_text_headers(const http_response& response) {
   EXPECT_EQ(response[http::field::content_type], "text/plain; charset=utf-8");
   EXPECT_EQ(response["X-Content-Type-Options"], "nosniff");
   EXPECT_EQ(response[http::field::cache_control], "no-store");
+}
+
+// A request as Beast's own parser makes it from raw bytes.
+http_request parse_request(std::string_view raw) {
+  http::request_parser<http::string_body> parser;
+  parser.eager(true);
+  beast::error_code ec;
+  parser.put(asio::buffer(raw.data(), raw.size()), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(parser.is_done());
+  return parser.release();
+}
+
+// What Beast's serializer writes for a response.
+std::string serialized(const http_response& response) {
+  std::ostringstream out;
+  out << response;
+  return out.str();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -458,6 +479,30 @@ class ReadinessServerTest : public ::testing::Test {
     return read_reply(c);
   }
 
+  // Exactly `n` raw bytes of the server's answers.
+  std::string read_bytes(client& c, std::size_t n) {
+    bool failed = false;
+    while (c.buffer.size() < n && !failed) {
+      bool done = false;
+      c.socket.async_read_some(c.buffer.prepare(n - c.buffer.size()),
+                               [&](beast::error_code ec, std::size_t got) {
+                                 c.buffer.commit(got);
+                                 failed = ec.failed();
+                                 done = true;
+                               });
+      if (!run_until([&] { return done; })) {
+        ADD_FAILURE() << "no answer";
+        beast::error_code ignored;
+        c.socket.close(ignored);
+        run_until([&] { return done; });
+      }
+    }
+    std::string bytes = beast::buffers_to_string(c.buffer.data());
+    bytes.resize(std::min(bytes.size(), n));
+    c.buffer.consume(bytes.size());
+    return bytes;
+  }
+
   // One request on a new connection.
   reply probe(std::string_view target = "/readyz") {
     auto c = connect();
@@ -526,6 +571,141 @@ TEST_F(ReadinessServerTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(h.message.result(), http::status::ok);
   EXPECT_EQ(h.message[http::field::content_length], "2");
   EXPECT_TRUE(h.message.body().empty());
+}
+
+// The server writes its answers without building an http_response: they must be the bytes Beast
+// writes for handle_request's response to the same request.
+TEST_F(ReadinessServerTest, AnswersAreByteIdenticalToBeastsSerialization) {
+  start();
+  const std::vector<std::string> heads = {
+      "GET /readyz HTTP/1.1\r\nHost: node\r\n",
+      "HEAD /readyz HTTP/1.1\r\nHost: node\r\n",
+      "GET /readyz?verbose HTTP/1.1\r\nHost: node\r\n",
+      "HEAD /readyz?verbose=true HTTP/1.1\r\nHost: node\r\n",
+      "GET /livez HTTP/1.1\r\nHost: node\r\n",
+      "GET /healthz HTTP/1.1\r\nHost: node\r\nConnection: close\r\n",
+      "GET /metrics HTTP/1.1\r\nHost: node\r\n",
+      "HEAD /metrics HTTP/1.1\r\nHost: node\r\n",
+      "GET /nope HTTP/1.1\r\nHost: node\r\n",
+      "HEAD /nope HTTP/1.1\r\nHost: node\r\n",
+      "POST /readyz HTTP/1.1\r\nHost: node\r\nContent-Length: 0\r\n",
+      "DELETE /metrics HTTP/1.1\r\nHost: node\r\n",
+      "BREW /readyz HTTP/1.1\r\nHost: node\r\n",  // a method Beast does not know: 405 too
+      "GET /readyz HTTP/1.0\r\n",
+      "GET /readyz HTTP/1.0\r\nConnection: keep-alive\r\n",
+      "HEAD /livez HTTP/1.0\r\nConnection: Keep-Alive\r\n",
+      "GET /readyz HTTP/1.1\r\nHost: node\r\nConnection: foo, close\r\n",
+      // Like http::message::keep_alive(), the first Connection field decides.
+      "GET /readyz HTTP/1.1\r\nConnection: keep-alive\r\nConnection: close\r\n",
+      "GET /readyz HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n",
+  };
+  const std::string closing = "GET /livez HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n";
+  for (const bool draining : {false, true}) {
+    if (draining) start_drain(status);
+    for (const auto& head : heads) {
+      SCOPED_TRACE(head + (draining ? "(draining)" : ""));
+      const std::string raw = head + "\r\n";
+      const auto request = parse_request(raw);
+      // The server counts into `status`, the reference into a copy of it.
+      auto reference = status;
+      const std::string expected = serialized(handle_request(reference, request));
+      auto c = connect();
+      c->send(raw);
+      EXPECT_EQ(read_bytes(*c, expected.size()), expected);
+      EXPECT_EQ(status.http_requests_by_code, reference.http_requests_by_code);
+      if (request.keep_alive()) {
+        // The answer ended where Beast's does, and the connection serves the next request.
+        c->send(closing);
+        const std::string next = serialized(handle_request(reference, parse_request(closing)));
+        EXPECT_EQ(read_bytes(*c, next.size()), next);
+      }
+      EXPECT_EQ(wait_closed(*c), asio::error::eof);
+      EXPECT_EQ(c->buffer.size(), 0u) << beast::buffers_to_string(c->buffer.data());
+    }
+  }
+}
+
+TEST_F(ReadinessServerTest, ErrorAnswersAreByteIdenticalToBeastsSerialization) {
+  const auto expected = [](http::status code, std::string body) {
+    http_response response{code, 11};
+    response.set(http::field::content_type, "text/plain; charset=utf-8");
+    response.set("X-Content-Type-Options", "nosniff");
+    response.set(http::field::cache_control, "no-store");
+    response.keep_alive(false);
+    response.body() = std::move(body);
+    response.prepare_payload();
+    return serialized(response);
+  };
+  http_limits limits;
+  limits.max_header_bytes = 1024;
+  start(limits);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"GET /readyz HTTP/1.1\r\nHost: node\r\nX-Big: " + std::string(4096, 'a') + "\r\n\r\n",
+       expected(http::status::request_header_fields_too_large,
+                "431 request header fields too large\n")},
+      {"POST /readyz HTTP/1.1\r\nHost: node\r\nContent-Length: 5\r\n\r\nhello",
+       expected(http::status::payload_too_large, "413 request entity too large\n")},
+      {"this is not http\r\n\r\n", expected(http::status::bad_request, "400 bad request\n")},
+  };
+  for (const auto& [raw, answer] : cases) {
+    SCOPED_TRACE(answer);
+    auto c = connect();
+    c->send(raw);
+    EXPECT_EQ(read_bytes(*c, answer.size()), answer);
+    EXPECT_EQ(wait_closed(*c), asio::error::eof);
+    EXPECT_EQ(c->buffer.size(), 0u) << beast::buffers_to_string(c->buffer.data());
+  }
+}
+
+// The read deadline is moved lazily (the timer fires at the old one and is re-armed): a connection
+// that keeps asking is never closed by a deadline it has already met.
+TEST_F(ReadinessServerTest, AKeptAliveConnectionInUseOutlivesTheReadTimeout) {
+  http_limits limits;
+  limits.read_timeout = 1s;
+  start(limits);
+  auto c = connect();
+  asio::steady_timer pause(io);
+  const auto until = std::chrono::steady_clock::now() + 2500ms;
+  int answered = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    auto r = get(*c, "/readyz");
+    ASSERT_FALSE(r.ec) << r.ec.message() << " after " << answered << " answers";
+    EXPECT_EQ(r.message.result(), http::status::ok);
+    ++answered;
+    bool paused = false;
+    pause.expires_after(200ms);
+    pause.async_wait([&](beast::error_code) { paused = true; });
+    run_until([&] { return paused; });
+  }
+  EXPECT_GE(answered, 3);
+  // Left idle, it is closed by the deadline.
+  EXPECT_EQ(wait_closed(*c), asio::error::eof);
+}
+
+// Pipelined requests are answered from the buffer without waiting for the socket; each one
+// reads the status as it is when it is answered.
+TEST_F(ReadinessServerTest, PipelinedProbesOnAConnectionSeeAFlip) {
+  start();
+  auto c = connect();
+  const std::string two =
+      "GET /readyz HTTP/1.1\r\nHost: node\r\n\r\n"
+      "GET /readyz HTTP/1.1\r\nHost: node\r\n\r\n";
+  c->send(two);
+  auto first = read_reply(*c);
+  ASSERT_FALSE(first.ec) << first.ec.message();
+  EXPECT_EQ(first.message.result(), http::status::ok);
+  auto second = read_reply(*c);
+  ASSERT_FALSE(second.ec) << second.ec.message();
+  EXPECT_EQ(second.message.result(), http::status::ok);
+  start_drain(status);
+  c->send(two);
+  for (int i = 0; i < 2; ++i) {
+    auto r = read_reply(*c);
+    ASSERT_FALSE(r.ec) << r.ec.message();
+    EXPECT_EQ(r.message.result(), http::status::service_unavailable);
+  }
+  EXPECT_EQ(status.http_requests_by_code[200], 2u);
+  EXPECT_EQ(status.http_requests_by_code[503], 2u);
 }
 
 TEST_F(ReadinessServerTest, Http10ClosesUnlessKeepAlive) {
