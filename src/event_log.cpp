@@ -198,34 +198,6 @@ log_level event_level(event_kind kind) {
 
 }  // namespace
 
-std::string_view to_string(event_kind kind) {
-  switch (kind) {
-    case event_kind::Started:
-      return "Started";
-    case event_kind::InhibitorTaken:
-      return "InhibitorTaken";
-    case event_kind::ShutdownInitiated:
-      return "ShutdownInitiated";
-    case event_kind::SignalForwarded:
-      return "SignalForwarded";
-    case event_kind::TargetExited:
-      return "TargetExited";
-    case event_kind::DrainElapsed:
-      return "DrainElapsed";
-    case event_kind::InhibitorReleased:
-      return "InhibitorReleased";
-    case event_kind::ShutdownCancelled:
-      return "ShutdownCancelled";
-    case event_kind::BusLost:
-      return "BusLost";
-    case event_kind::BusRestored:
-      return "BusRestored";
-    case event_kind::InhibitDelayEnsured:
-      return "InhibitDelayEnsured";
-  }
-  return "Unknown";
-}
-
 std::string json_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 8);

@@ -9,27 +9,13 @@
 #include <vector>
 
 #include "config.hpp"
+#include "event_kind.hpp"
 #include "unique_fd.hpp"
 
 namespace shim {
 
 enum class log_level { error = 3, warning = 4, notice = 5, info = 6, debug = 7 };  // sd-daemon.h's
 
-enum class event_kind {
-  Started,
-  InhibitorTaken,
-  ShutdownInitiated,
-  SignalForwarded,
-  TargetExited,
-  DrainElapsed,
-  InhibitorReleased,
-  ShutdownCancelled,
-  BusLost,
-  BusRestored,
-  InhibitDelayEnsured,  // --ensure-inhibit-delay wrote its drop-in and logind took the value
-};
-
-std::string_view to_string(event_kind kind);
 
 // Extra key/value pairs for a log line or an event, in the order given. Values are strings; JSON
 // output quotes them.

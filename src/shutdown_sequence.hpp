@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "event_log.hpp"
+#include "event_kind.hpp"
 
 namespace shim {
 
