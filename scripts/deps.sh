@@ -7,6 +7,9 @@ shim_packages=(
   haproxy gnuplot-nox python3-yaml
 )
 
+# The libFuzzer targets (scripts/fuzz, and the fuzz stage of scripts/test).
+fuzz_packages=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
+
 install_missing_packages() {
   local missing=()
   local p
@@ -21,4 +24,16 @@ install_missing_packages() {
   fi
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Sets up (or reconfigures) a clang build of the fuzz targets only, with ASan and UBSan, in $1.
+setup_fuzz_build() {
+  local dir=$1
+  local args=(-Dfuzz=true -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false --werror)
+  if [ -d "$dir" ]; then
+    meson setup --reconfigure "$dir" "${args[@]}" >/dev/null
+  else
+    CC=clang-14 CXX=clang++-14 meson setup "$dir" "${args[@]}" >/dev/null
+  fi
+  meson compile -C "$dir"
 }
