@@ -65,7 +65,7 @@ struct fake_edges {
           break;
         case kind::become_unready:
           ++unreadies;
-          events.push_back(event_kind::ShutdownInitiated);
+          events.push_back(a.event.value_or(event_kind::ShutdownInitiated));
           break;
         case kind::ask_system_state:
           ++asks;
@@ -108,6 +108,14 @@ struct fake_edges {
   void target_exit(tp t) {
     at(t);
     apply(machine.target_exited(now, "target exited"));
+  }
+  void no_target(tp t) {
+    at(t);
+    apply(machine.no_target(now, "no process named kube-apiserver"));
+  }
+  void resume(tp t, tp unready_at, bool target_running) {
+    at(t);
+    apply(machine.resume(now, unready_at, "PrepareForShutdown(true) from :1.3", target_running));
   }
   void run_timers() {
     while (timer) at(*timer);
@@ -378,13 +386,141 @@ TEST(ShutdownSequence, WrapperCancelAfterSignalExitsWithTheChild) {
   EXPECT_EQ(e.exits, 1);
 }
 
+// Faults suite item 8: with no target at signal time, a cancel left /readyz 503 for good, waiting
+// for a target that never had the signal.
+TEST(ShutdownSequence, NoTargetThenCancelIsReadyAgain) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  EXPECT_EQ(e.signals, 1);
+  e.no_target(t0);
+  e.cancel(t0 + 1s);
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_EQ(e.watches, 0);
+  EXPECT_EQ(e.retakes, 1);
+  EXPECT_FALSE(e.machine.draining());
+  EXPECT_FALSE(e.machine.waiting_for_target());
+  EXPECT_FALSE(e.timer);
+}
+
+TEST(ShutdownSequence, NoTargetStillHoldsTheDrain) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.no_target(t0);
+  EXPECT_EQ(e.releases, 0);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+}
+
+TEST(ShutdownSequence, NoTargetAfterTheHoldChangesNothing) {
+  fake_edges e(attach());
+  e.no_target(t0);
+  EXPECT_EQ(e.unreadies, 0);
+  EXPECT_FALSE(e.machine.draining());
+}
+
+// Faults suite item 3: a restarted shim resumes the hold of the shutdown its earlier run signalled
+// for, with the drain that is left, and sends no second signal.
+TEST(ShutdownSequence, ResumeHoldsTheRemainingDrainWithoutASignal) {
+  fake_edges e(attach(3s, 0s, 5s));
+  e.resume(t0 + 2s, t0, /*target_running=*/false);
+  EXPECT_TRUE(e.machine.draining());
+  EXPECT_EQ(e.unreadies, 1);
+  ASSERT_FALSE(e.events.empty());
+  EXPECT_EQ(e.events.back(), event_kind::ShutdownResumed);
+  EXPECT_EQ(e.signals, 0);
+  ASSERT_TRUE(e.timer);
+  EXPECT_EQ(*e.timer, t0 + 3s);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(e.exits, 0) << "PrepareForShutdown: the shim stays until the reboot";
+}
+
+TEST(ShutdownSequence, ResumeWaitsForARunningTargetUpToTheExitTimeout) {
+  fake_edges e(attach(3s, 0s, 5s));
+  e.resume(t0 + 1s, t0, /*target_running=*/true);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 8s);
+  EXPECT_EQ(e.signals, 0);
+}
+
+TEST(ShutdownSequence, ResumeMarksTheEventAsResumed) {
+  seq machine(attach());
+  const auto out = machine.resume(t0 + 1s, t0, "PreparingForShutdown=true", true);
+  const auto unready = std::find_if(out.begin(), out.end(),
+                                    [](const auto& a) { return a.what == kind::become_unready; });
+  ASSERT_NE(unready, out.end());
+  EXPECT_EQ(unready->event, event_kind::ShutdownResumed);
+  EXPECT_EQ(unready->at, t0) << "the drain counts from the earlier run's unready moment";
+}
+
+TEST(ShutdownSequence, ResumeNeverMovesTheDrainIntoTheFuture) {
+  fake_edges e(attach(3s, 0s, 5s));
+  e.resume(t0, t0 + 1h, false);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+}
+
+TEST(ShutdownSequence, ResumeWhileDrainingChangesNothing) {
+  fake_edges e(attach());
+  e.pfs(t0);
+  e.resume(t0 + 1s, t0 - 10s, false);
+  EXPECT_EQ(e.unreadies, 1);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 8s) << "the running target still bounds the hold";
+}
+
+TEST(ShutdownSequence, CancelAfterAResumedHoldWaitsForTheTarget) {
+  fake_edges e(attach());
+  e.resume(t0 + 1s, t0, true);
+  e.cancel(t0 + 2s);
+  EXPECT_EQ(e.watches, 1) << "the target had its signal from the earlier run";
+  EXPECT_EQ(e.readies, 0);
+}
+
+// Durations are bounded by the flags, but the machine itself never overflows: a time near the end
+// of the clock saturates (UBSan reported a signed overflow in chrono before).
+TEST(ShutdownSequence, TimeArithmeticSaturates) {
+  fake_edges e({24h, 24h, 24h, true, false});
+  const tp late = tp::max() - 1h;
+  e.pfs(late);
+  ASSERT_TRUE(e.timer);
+  EXPECT_EQ(*e.timer, tp::max());
+}
+
+TEST(ShutdownSequence, SigtermForwardingPolicy) {
+  using fd = seq::forward_decision;
+  struct row {
+    forward_policy policy;
+    bool wrapper;
+    bool uses_bus;
+    fd want;
+  };
+  const row rows[] = {
+      {forward_policy::always, false, true, fd::forward},
+      {forward_policy::always, true, false, fd::forward},
+      {forward_policy::never, true, true, fd::skip},
+      {forward_policy::never, false, true, fd::skip},
+      {forward_policy::automatic, true, true, fd::forward},
+      {forward_policy::automatic, true, false, fd::forward},
+      {forward_policy::automatic, false, true, fd::ask_system_state},
+      {forward_policy::automatic, false, false, fd::skip},
+  };
+  for (const auto& r : rows) {
+    const auto got = seq::sigterm_forwarding(r.policy, r.wrapper, r.uses_bus);
+    EXPECT_EQ(got.decision, r.want) << "policy " << static_cast<int>(r.policy) << " wrapper "
+                                    << r.wrapper << " bus " << r.uses_bus;
+    EXPECT_FALSE(got.why.empty());
+  }
+}
+
 // Every ordering of the inputs that can reach the machine during one shutdown, with the timers
 // fired in between as the loop would: the invariants hold in all of them.
 TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
-  enum input { pfs, sigterm, cancel, exit_target, pfs_again };
+  enum input { pfs, sigterm, cancel, exit_target, pfs_again, missing };
   for (bool wrapper : {false, true}) {
     for (auto signal_delay : {0s, 1s, 4s}) {
-      std::vector<input> inputs{pfs, sigterm, cancel, exit_target, pfs_again};
+      std::vector<input> inputs{pfs, sigterm, cancel, exit_target, pfs_again, missing};
       std::sort(inputs.begin(), inputs.end());
       do {
         for (std::chrono::milliseconds step : {500ms, 2000ms}) {
@@ -404,6 +540,9 @@ TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
                 break;
               case exit_target:
                 e.target_exit(t);
+                break;
+              case missing:
+                e.no_target(t);
                 break;
             }
             t += step;
