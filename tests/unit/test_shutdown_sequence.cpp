@@ -92,7 +92,7 @@ struct fake_edges {
     }
     now = t;
   }
-  void pfs(tp t) {
+  void prepare_for_shutdown(tp t) {
     at(t);
     apply(machine.trigger(now, seq::trigger_kind::prepare_for_shutdown, "PrepareForShutdown(true)",
                           seq::forward_decision::forward));
@@ -124,12 +124,16 @@ struct fake_edges {
 
 seq::settings attach(std::chrono::seconds drain = 3s, std::chrono::seconds signal = 0s,
                      std::chrono::seconds exit = 5s) {
-  return {drain, signal, exit, true, false};
+  return {.drain_delay = drain, .signal_delay = signal, .exit_timeout = exit, .has_target = true};
+}
+
+seq::settings wrapper() {
+  return {.drain_delay = 3s, .exit_timeout = 5s, .has_target = true, .wrapper = true};
 }
 
 TEST(ShutdownSequence, PrepareForShutdownTurnsUnreadyAndSignalsAtOnce) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   EXPECT_TRUE(e.machine.draining());
   EXPECT_EQ(e.unreadies, 1);
   EXPECT_EQ(e.signals, 1);
@@ -155,7 +159,7 @@ TEST(ShutdownSequence, UnreadyCarriesTheMomentTheDrainCountsFrom) {
 
 TEST(ShutdownSequence, HoldEndsAtDrainWhenTargetExitedEarly) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   EXPECT_EQ(e.releases, 0) << "the drain delay must pass first";
   e.run_timers();
@@ -169,7 +173,7 @@ TEST(ShutdownSequence, HoldEndsAtDrainWhenTargetExitedEarly) {
 
 TEST(ShutdownSequence, HoldExtendsUntilTargetExits) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.at(t0 + 3s);
   EXPECT_EQ(e.releases, 0);
   ASSERT_TRUE(e.timer);
@@ -181,7 +185,7 @@ TEST(ShutdownSequence, HoldExtendsUntilTargetExits) {
 
 TEST(ShutdownSequence, ExitTimeoutBoundsTheHold) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.run_timers();
   EXPECT_EQ(e.released_at, t0 + 8s);
   e.target_exit(t0 + 20s);
@@ -190,7 +194,7 @@ TEST(ShutdownSequence, ExitTimeoutBoundsTheHold) {
 
 TEST(ShutdownSequence, SignalDelayDelaysTheSignal) {
   fake_edges e(attach(3s, 1s));
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   EXPECT_EQ(e.signals, 0);
   EXPECT_EQ(*e.timer, t0 + 1s);
   e.at(t0 + 1s);
@@ -201,7 +205,7 @@ TEST(ShutdownSequence, SignalDelayDelaysTheSignal) {
 TEST(ShutdownSequence, NeverReleasesBeforeTheSignal) {
   // A signal delay longer than drain + exit-timeout: the hold lasts until the signal went out.
   fake_edges e(attach(1s, 10s, 2s));
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.run_timers();
   EXPECT_EQ(e.signal_at, t0 + 10s);
   EXPECT_EQ(e.released_at, t0 + 10s);
@@ -209,12 +213,12 @@ TEST(ShutdownSequence, NeverReleasesBeforeTheSignal) {
 
 TEST(ShutdownSequence, OnlyOneSignalWhateverArrives) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.sigterm(t0 + 1s);
   e.sigterm(t0 + 1s);
   e.apply(e.machine.trigger(e.now, seq::trigger_kind::sigint, "SIGINT",
                             seq::forward_decision::forward));
-  e.pfs(t0 + 2s);
+  e.prepare_for_shutdown(t0 + 2s);
   e.run_timers();
   EXPECT_EQ(e.signals, 1);
   EXPECT_EQ(e.unreadies, 1);
@@ -223,7 +227,7 @@ TEST(ShutdownSequence, OnlyOneSignalWhateverArrives) {
 
 TEST(ShutdownSequence, StoppingIsNotifiedOnlyWhenTheShimWillExit) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   e.run_timers();
   EXPECT_EQ(e.stoppings, 0) << "after PrepareForShutdown the shim stays up: no STOPPING=1";
@@ -233,13 +237,13 @@ TEST(ShutdownSequence, StoppingIsNotifiedOnlyWhenTheShimWillExit) {
 
   fake_edges f(attach());
   f.sigterm(t0);
-  f.pfs(t0 + 1s);
+  f.prepare_for_shutdown(t0 + 1s);
   EXPECT_EQ(f.stoppings, 1);
 }
 
 TEST(ShutdownSequence, SigtermAfterTheHoldExits) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   e.run_timers();
   EXPECT_EQ(e.exits, 0);
@@ -250,7 +254,7 @@ TEST(ShutdownSequence, SigtermAfterTheHoldExits) {
 
 TEST(ShutdownSequence, CancelBeforeSignalBecomesReadyAgain) {
   fake_edges e(attach(3s, 2s));
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
   EXPECT_FALSE(e.machine.draining());
   EXPECT_EQ(e.readies, 1);
@@ -265,7 +269,7 @@ TEST(ShutdownSequence, CancelBeforeSignalBecomesReadyAgain) {
 
 TEST(ShutdownSequence, CancelAfterSignalWaitsForTheTarget) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
   EXPECT_FALSE(e.machine.draining());
   EXPECT_TRUE(e.machine.waiting_for_target());
@@ -278,7 +282,7 @@ TEST(ShutdownSequence, CancelAfterSignalWaitsForTheTarget) {
 
 TEST(ShutdownSequence, CancelAfterReleaseRetakesTheLock) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   e.run_timers();
   EXPECT_EQ(e.releases, 1);
@@ -289,10 +293,10 @@ TEST(ShutdownSequence, CancelAfterReleaseRetakesTheLock) {
 
 TEST(ShutdownSequence, NextShutdownAfterCancelSignalsAgain) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
   e.apply(e.machine.target_running());
-  e.pfs(t0 + 10s);
+  e.prepare_for_shutdown(t0 + 10s);
   EXPECT_EQ(e.signals, 2) << "a new shutdown, a new signal";
   e.run_timers();
   EXPECT_EQ(e.released_at, t0 + 18s);
@@ -336,7 +340,7 @@ TEST(ShutdownSequence, SigtermWhileSystemStoppingForwardsAndHolds) {
 TEST(ShutdownSequence, PrepareForShutdownSettlesAPendingDecision) {
   fake_edges e(attach());
   e.sigterm(t0, seq::forward_decision::ask_system_state);
-  e.pfs(t0 + 1ms);
+  e.prepare_for_shutdown(t0 + 1ms);
   EXPECT_EQ(e.signals, 1);
   e.apply(e.machine.system_state(t0 + 5ms, false, "running"));
   EXPECT_EQ(e.releases, 0) << "a late answer does not undo the decision";
@@ -352,15 +356,15 @@ TEST(ShutdownSequence, ForwardNeverReleasesAndExits) {
 }
 
 TEST(ShutdownSequence, NoTargetOnlyHoldsForTheDrain) {
-  fake_edges e({3s, 0s, 5s, false, false});
-  e.pfs(t0);
+  fake_edges e({.drain_delay = 3s, .exit_timeout = 5s});
+  e.prepare_for_shutdown(t0);
   EXPECT_EQ(e.signals, 0);
   e.run_timers();
   EXPECT_EQ(e.released_at, t0 + 3s);
 }
 
 TEST(ShutdownSequence, WrapperChildExitingOnItsOwnEndsTheShim) {
-  fake_edges e({3s, 0s, 5s, true, true});
+  fake_edges e(wrapper());
   e.target_exit(t0);
   EXPECT_EQ(e.unreadies, 1);
   EXPECT_EQ(e.exits, 1);
@@ -368,8 +372,8 @@ TEST(ShutdownSequence, WrapperChildExitingOnItsOwnEndsTheShim) {
 }
 
 TEST(ShutdownSequence, WrapperExitsAfterTheHoldOnceTheChildIsGone) {
-  fake_edges e({3s, 0s, 5s, true, true});
-  e.pfs(t0);
+  fake_edges e(wrapper());
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   EXPECT_EQ(e.exits, 0) << "the load balancer still needs the drain";
   e.run_timers();
@@ -378,8 +382,8 @@ TEST(ShutdownSequence, WrapperExitsAfterTheHoldOnceTheChildIsGone) {
 }
 
 TEST(ShutdownSequence, WrapperCancelAfterSignalExitsWithTheChild) {
-  fake_edges e({3s, 0s, 5s, true, true});
-  e.pfs(t0);
+  fake_edges e(wrapper());
+  e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
   EXPECT_EQ(e.exits, 0);
   e.target_exit(t0 + 2s);
@@ -390,7 +394,7 @@ TEST(ShutdownSequence, WrapperCancelAfterSignalExitsWithTheChild) {
 // for a target that never had the signal.
 TEST(ShutdownSequence, NoTargetThenCancelIsReadyAgain) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   EXPECT_EQ(e.signals, 1);
   e.no_target(t0);
   e.cancel(t0 + 1s);
@@ -404,7 +408,7 @@ TEST(ShutdownSequence, NoTargetThenCancelIsReadyAgain) {
 
 TEST(ShutdownSequence, NoTargetStillHoldsTheDrain) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.no_target(t0);
   EXPECT_EQ(e.releases, 0);
   e.run_timers();
@@ -463,7 +467,7 @@ TEST(ShutdownSequence, ResumeNeverMovesTheDrainIntoTheFuture) {
 
 TEST(ShutdownSequence, ResumeWhileDrainingChangesNothing) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.resume(t0 + 1s, t0 - 10s, false);
   EXPECT_EQ(e.unreadies, 1);
   e.run_timers();
@@ -481,9 +485,9 @@ TEST(ShutdownSequence, CancelAfterAResumedHoldWaitsForTheTarget) {
 // Durations are bounded by the flags, but the machine itself never overflows: a time near the end
 // of the clock saturates (UBSan reported a signed overflow in chrono before).
 TEST(ShutdownSequence, TimeArithmeticSaturates) {
-  fake_edges e({24h, 24h, 24h, true, false});
+  fake_edges e({.drain_delay = 24h, .signal_delay = 24h, .exit_timeout = 24h, .has_target = true});
   const tp late = tp::max() - 1h;
-  e.pfs(late);
+  e.prepare_for_shutdown(late);
   ASSERT_TRUE(e.timer);
   EXPECT_EQ(*e.timer, tp::max());
 }
@@ -517,20 +521,24 @@ TEST(ShutdownSequence, SigtermForwardingPolicy) {
 // Every ordering of the inputs that can reach the machine during one shutdown, with the timers
 // fired in between as the loop would: the invariants hold in all of them.
 TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
-  enum input { pfs, sigterm, cancel, exit_target, pfs_again, missing };
+  enum input { prepare, sigterm, cancel, exit_target, prepare_again, missing };
   for (bool wrapper : {false, true}) {
     for (auto signal_delay : {0s, 1s, 4s}) {
-      std::vector<input> inputs{pfs, sigterm, cancel, exit_target, pfs_again, missing};
+      std::vector<input> inputs{prepare, sigterm, cancel, exit_target, prepare_again, missing};
       std::sort(inputs.begin(), inputs.end());
       do {
         for (std::chrono::milliseconds step : {500ms, 2000ms}) {
-          fake_edges e({3s, signal_delay, 5s, true, wrapper});
+          fake_edges e({.drain_delay = 3s,
+                        .signal_delay = signal_delay,
+                        .exit_timeout = 5s,
+                        .has_target = true,
+                        .wrapper = wrapper});
           tp t = t0;
           for (input in : inputs) {
             switch (in) {
-              case pfs:
-              case pfs_again:
-                e.pfs(t);
+              case prepare:
+              case prepare_again:
+                e.prepare_for_shutdown(t);
                 break;
               case sigterm:
                 e.sigterm(t);
