@@ -123,6 +123,7 @@ void logind_inhibitor::lock_granted(int fd) {
   // New lock first, then the old one goes: there is never a moment without one.
   lock_ = std::move(dup);
   lock_backoff_.reset();
+  last_failure_.clear();
   report(lock_state::held, {});
   first_attempt(result<>::success());
   read_properties();
@@ -135,7 +136,13 @@ void logind_inhibitor::lock_failed(const std::string& error) {
         "logind refuses a new lock while a shutdown is already under way, so this shutdown is "
         "not held by the shim; it takes the lock again as soon as logind accepts one";
   }
-  log_.warning("could not take the logind delay lock", {{"error", detail}});
+  // Said once as a warning; the retries that follow with the same answer are only noted.
+  if (detail != last_failure_) {
+    log_.warning("could not take the logind delay lock", {{"error", detail}});
+  } else {
+    log_.info("could not take the logind delay lock", {{"error", detail}});
+  }
+  last_failure_ = detail;
   report(lock_state::retrying, detail);
   first_attempt(result<>::failure(detail));
   schedule_lock_retry();

@@ -99,6 +99,7 @@ class logind_inhibitor {
   lock_state state_ = lock_state::retrying;
   bool wanted_ = true;  // false from release() until retake()
   bool first_done_ = false;
+  std::string last_failure_;  // what the last failed Inhibit said
   boost::asio::steady_timer retry_timer_;
   backoff lock_backoff_{std::chrono::milliseconds(200), std::chrono::seconds(30)};
 };

@@ -548,9 +548,12 @@ void shutdown_shim::watch_attached(process_handle process) {
 }
 
 void shutdown_shim::watch_for_target() {
-  const auto found = resolve_target(cfg_.target);
-  if (!found.pids.empty()) {
-    log_.notice("a target is running again", {{"pid", std::to_string(found.pids.front())}});
+  // A process that had the signal is on its way out, however long it still serves: only a new
+  // one makes the node ready again (the old one was once taken for a new one: faults suite).
+  for (pid_t pid : resolve_target(cfg_.target).pids) {
+    const auto identity = identify_process(pid);
+    if (!identity || signalled_.count(pid) || shutdown_.was_signalled(*identity)) continue;
+    log_.notice("a target is running again", {{"pid", std::to_string(pid)}});
     runner_.feed([](seq& s) { return s.target_running(); });
     return;
   }
