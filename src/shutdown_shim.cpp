@@ -5,7 +5,9 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -39,15 +41,18 @@ std::int64_t monotonic_us(shutdown_sequence::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
-// Signals whose default action would kill or stop the shim, apart from the two that start the
-// shutdown sequence and those that report its own faults (SIGSEGV and the like must still kill
-// it). logrotate's `kill -HUP` or a stray SIGUSR1 once cut a hold short (faults suite).
-std::vector<int> stray_signals() {
-  std::vector<int> signals = {SIGHUP,  SIGQUIT, SIGUSR1,   SIGUSR2, SIGALRM, SIGPWR,
-                              SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS,  SIGWINCH};
+// Signals whose default action would kill the shim, apart from the two that start the shutdown
+// sequence and those that report its own faults (SIGSEGV and the like must still kill it).
+// logrotate's `kill -HUP` or a stray SIGUSR1 once cut a hold short (faults suite).
+// A wrapper passes these on to its child, as a container's init does (and as it did before).
+std::vector<int> passed_on_signals() {
+  std::vector<int> signals = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPWR, SIGWINCH};
   for (int s = SIGRTMIN; s <= SIGRTMAX; ++s) signals.push_back(s);
   return signals;
 }
+// These speak of the receiving process's own limits and profiling: never passed on (Go programs
+// such as kube-apiserver crash on SIGSYS), only logged.
+constexpr int kOwnSignals[] = {SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
 
 }  // namespace
 
@@ -217,7 +222,8 @@ void shutdown_shim::install_signal_handlers() {
   triggers_.add(SIGTERM);
   triggers_.add(SIGINT);
   wait_for_triggers();
-  for (int s : stray_signals()) strays_.add(s);
+  for (int s : passed_on_signals()) strays_.add(s);
+  for (int s : kOwnSignals) strays_.add(s);
   // As PID 1 (a container's init) every orphan is ours to reap.
   if (cfg_.target.wrapper() && getpid() == 1) strays_.add(SIGCHLD);
   wait_for_strays();
@@ -253,8 +259,9 @@ void shutdown_shim::on_stray_signal(int signal) {
                    {{"error", reopened.error()}});
     }
   }
-  // A wrapper passes signals on to its child, as a container's init does.
-  if (child_ && child_->running()) {
+  const bool own =
+      std::find(std::begin(kOwnSignals), std::end(kOwnSignals), signal) != std::end(kOwnSignals);
+  if (child_ && child_->running() && !own) {
     log_.info("passing a signal on to the child", {{"signal", signal_name(signal)}});
     child_->send_signal(signal);
   } else if (signal != SIGHUP && signal != SIGWINCH) {
