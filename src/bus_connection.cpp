@@ -1,5 +1,6 @@
 #include "bus_connection.hpp"
 
+#include <fmt/format.h>
 #include <poll.h>
 
 #include <boost/asio/post.hpp>
@@ -7,23 +8,26 @@
 #include <cstring>
 #include <limits>
 
-#include "errno_error.hpp"
-
 namespace shim {
 
 namespace asio = boost::asio;
 
-std::shared_ptr<bus_connection> bus_connection::open_system(
+result<std::shared_ptr<bus_connection>> bus_connection::open_system(
     asio::io_context& io, std::function<void(std::string)> on_lost) {
+  using opened = result<std::shared_ptr<bus_connection>>;
   sd_bus* raw = nullptr;
-  check_negative_errno(sd_bus_open_system(&raw), "connect to the system bus");
+  if (const int r = sd_bus_open_system(&raw); r < 0) {
+    return opened::failure(std::string("connect to the system bus: ") + std::strerror(-r));
+  }
   bus_ptr bus(raw);
   // An exit-on-disconnect bus would raise SIGTERM in ourselves: the loss is ours to handle.
-  check_negative_errno(sd_bus_set_exit_on_disconnect(bus.get(), 0), "configure the bus");
+  if (const int r = sd_bus_set_exit_on_disconnect(bus.get(), 0); r < 0) {
+    return opened::failure(std::string("configure the bus: ") + std::strerror(-r));
+  }
   auto connection =
       std::shared_ptr<bus_connection>(new bus_connection(io, std::move(bus), std::move(on_lost)));
   connection->kick();
-  return connection;
+  return opened::success(std::move(connection));
 }
 
 bus_connection::bus_connection(asio::io_context& io, bus_ptr bus,
@@ -109,52 +113,105 @@ std::string bus_error_text(const sd_bus_error* error, int r) {
 
 namespace {
 
-struct pending_call {
+struct pending_reply {
   bus_connection& bus;  // the call's slot belongs to it, so it outlives the call
-  reply_handler handler;
+  reply_handler done;
 };
 
 int on_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
-  auto* call = static_cast<pending_call*>(userdata);
+  auto* call = static_cast<pending_reply*>(userdata);
   return call->bus.guarded([call, m] {
-    const sd_bus_error* error = sd_bus_message_get_error(m);
-    if (error) {
-      call->handler(nullptr, bus_error_text(error, sd_bus_message_get_errno(m)));
+    if (const sd_bus_error* error = sd_bus_message_get_error(m)) {
+      call->done(
+          result<sd_bus_message*>::failure(bus_error_text(error, sd_bus_message_get_errno(m))));
     } else {
-      call->handler(m, {});
+      call->done(result<sd_bus_message*>::success(m));
     }
   });
 }
 
-}  // namespace
+struct signal_match {
+  bus_connection& bus;
+  std::function<void(sd_bus_message*)> on_signal;
+};
 
-slot_ptr call_async(bus_connection& bus, sd_bus_message* m, reply_handler handler,
-                    std::uint64_t timeout_usec) {
-  auto* call = new pending_call{bus, std::move(handler)};
-  sd_bus_slot* slot = nullptr;
-  int r = sd_bus_call_async(bus.get(), &slot, m, on_reply, call, timeout_usec);
-  if (r < 0) {
-    delete call;
-    throw_errno(r, "send a bus call");
-  }
-  // The slot owns the pending call's state and frees it when the slot goes.
-  sd_bus_slot_set_destroy_callback(
-      slot, [](void* userdata) { delete static_cast<pending_call*>(userdata); });
-  bus.kick();
-  return slot_ptr(slot);
+int on_match(sd_bus_message* m, void* userdata, sd_bus_error*) {
+  auto* match = static_cast<signal_match*>(userdata);
+  return match->bus.guarded([match, m] { match->on_signal(m); });
 }
 
-slot_ptr get_property_async(bus_connection& bus, const char* destination, const char* path,
-                            const char* interface, const char* property, reply_handler handler,
-                            std::uint64_t timeout_usec) {
+}  // namespace
+
+void pending_call::reset() {
+  slot_.reset();
+  failed_.reset();
+}
+
+bool pending_call::in_flight() const { return slot_ || failed_; }
+
+pending_call call_method(bus_connection& bus, const bus_method& method,
+                         const bus_arguments& arguments, reply_handler done,
+                         std::uint64_t timeout_usec) {
+  pending_call call;
   sd_bus_message* raw = nullptr;
-  check_negative_errno(sd_bus_message_new_method_call(bus.get(), &raw, destination, path,
-                                                      "org.freedesktop.DBus.Properties", "Get"),
-                       "build a Properties.Get call");
+  int r = sd_bus_message_new_method_call(bus.get(), &raw, method.destination, method.path,
+                                         method.interface, method.member);
   message_ptr m(raw);
-  check_negative_errno(sd_bus_message_append(m.get(), "ss", interface, property),
-                       "build a Properties.Get call");
-  return call_async(bus, m.get(), std::move(handler), timeout_usec);
+  if (r >= 0 && arguments) r = arguments(m.get());
+  sd_bus_slot* slot = nullptr;
+  auto* pending = r >= 0 ? new pending_reply{bus, std::move(done)} : nullptr;
+  if (r >= 0) r = sd_bus_call_async(bus.get(), &slot, m.get(), on_reply, pending, timeout_usec);
+  if (r >= 0) {
+    // The slot owns the pending reply and frees it when the slot goes.
+    sd_bus_slot_set_destroy_callback(
+        slot, [](void* userdata) { delete static_cast<pending_reply*>(userdata); });
+    call.slot_.reset(slot);
+    bus.kick();
+    return call;
+  }
+  if (pending) {
+    done = std::move(pending->done);
+    delete pending;
+  }
+  // From the loop, and only while the caller still holds the call.
+  call.failed_ = std::make_shared<reply_handler>(std::move(done));
+  std::weak_ptr<reply_handler> failed = call.failed_;
+  const std::string error =
+      fmt::format("cannot send {}.{}: {}", method.interface, method.member, std::strerror(-r));
+  asio::post(bus.io(), [failed, error] {
+    if (auto handler = failed.lock()) {
+      const reply_handler run = std::move(*handler);
+      *handler = nullptr;
+      if (run) run(result<sd_bus_message*>::failure(error));
+    }
+  });
+  return call;
+}
+
+pending_call get_property(bus_connection& bus, const char* destination, const char* path,
+                          const char* interface, const char* property, reply_handler done) {
+  return call_method(
+      bus, {destination, path, "org.freedesktop.DBus.Properties", "Get"},
+      [interface, property](sd_bus_message* m) {
+        return sd_bus_message_append(m, "ss", interface, property);
+      },
+      std::move(done));
+}
+
+slot_ptr add_match(bus_connection& bus, const std::string& rule,
+                   std::function<void(sd_bus_message*)> on_signal) {
+  auto* match = new signal_match{bus, std::move(on_signal)};
+  sd_bus_slot* slot = nullptr;
+  // Asynchronous: sd_bus_add_match() would block the loop until the bus driver answers.
+  const int r = sd_bus_add_match_async(bus.get(), &slot, rule.c_str(), on_match, nullptr, match);
+  if (r < 0) {
+    delete match;
+    return nullptr;
+  }
+  sd_bus_slot_set_destroy_callback(
+      slot, [](void* userdata) { delete static_cast<signal_match*>(userdata); });
+  bus.kick();
+  return slot_ptr(slot);
 }
 
 }  // namespace shim

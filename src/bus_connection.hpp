@@ -1,5 +1,9 @@
 #pragma once
 
+// The error convention of every edge of the daemon (see result.hpp): start-up steps throw
+// std::system_error; on the loop, an operation's outcome reaches its handler once as a result<T>,
+// never as an exception and never from inside the call that started it.
+
 #include <systemd/sd-bus.h>
 
 #include <boost/asio/io_context.hpp>
@@ -9,6 +13,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+
+#include "result.hpp"
 
 namespace shim {
 
@@ -32,15 +38,16 @@ using message_ptr = std::unique_ptr<sd_bus_message, message_deleter>;
 // Owned through shared_ptr: pending waits keep it alive until they complete.
 class bus_connection : public std::enable_shared_from_this<bus_connection> {
  public:
-  // Connects to the system bus named by DBUS_SYSTEM_BUS_ADDRESS (or the default). The Hello runs in
-  // the loop. Throws std::system_error when the socket cannot be reached.
-  static std::shared_ptr<bus_connection> open_system(boost::asio::io_context& io,
-                                                     std::function<void(std::string)> on_lost);
+  // Connects to the system bus named by DBUS_SYSTEM_BUS_ADDRESS (or the default); the error when
+  // the socket cannot be reached. The Hello runs in the loop.
+  static result<std::shared_ptr<bus_connection>> open_system(
+      boost::asio::io_context& io, std::function<void(std::string)> on_lost);
   ~bus_connection();
   bus_connection(const bus_connection&) = delete;
   bus_connection& operator=(const bus_connection&) = delete;
 
   sd_bus* get() const { return bus_.get(); }
+  boost::asio::io_context& io() const { return io_; }
 
   // Call after queueing messages from outside an sd-bus callback, so that the next wait includes
   // the write. Coalesced: one processing round however often it is called.
@@ -79,18 +86,53 @@ class bus_connection : public std::enable_shared_from_this<bus_connection> {
   std::exception_ptr deferred_;
 };
 
-// A method call on the bus, its reply handled in the loop. The handler gets the reply, or the error
-// (a D-Bus error name and message, or errno text) and a null message.
-using reply_handler = std::function<void(sd_bus_message* reply, const std::string& error)>;
+// Where a method call goes.
+struct bus_method {
+  const char* destination;
+  const char* path;
+  const char* interface;
+  const char* member;
+};
 
-// Sends m and calls handler with the outcome; the slot returned cancels it when destroyed.
-slot_ptr call_async(bus_connection& bus, sd_bus_message* m, reply_handler handler,
-                    std::uint64_t timeout_usec);
+// Appends a call's arguments; returns a negative errno when it cannot.
+using bus_arguments = std::function<int(sd_bus_message*)>;
 
-// org.freedesktop.DBus.Properties.Get, asynchronously.
-slot_ptr get_property_async(bus_connection& bus, const char* destination, const char* path,
-                            const char* interface, const char* property, reply_handler handler,
-                            std::uint64_t timeout_usec);
+// The outcome of a method call: the reply (valid only during the handler), or the error (a D-Bus
+// error name and message, or errno text).
+using reply_handler = std::function<void(result<sd_bus_message*>)>;
+
+// A method call in flight. Destroying it (or reset()) cancels the call: its handler is not called.
+class pending_call {
+ public:
+  pending_call() = default;
+  void reset();
+  bool in_flight() const;
+
+ private:
+  friend pending_call call_method(bus_connection&, const bus_method&, const bus_arguments&,
+                                  reply_handler, std::uint64_t);
+  slot_ptr slot_;
+  std::shared_ptr<reply_handler> failed_;  // a failure to send, on its way through the loop
+};
+
+// How long a call may wait for its reply.
+inline constexpr std::uint64_t kCallTimeoutUsec = 5'000'000;
+
+// Builds and sends a method call; `done` gets the reply or the error, always from the loop (see
+// result.hpp), never as an exception.
+pending_call call_method(bus_connection& bus, const bus_method& method,
+                         const bus_arguments& arguments, reply_handler done,
+                         std::uint64_t timeout_usec = kCallTimeoutUsec);
+
+// org.freedesktop.DBus.Properties.Get of one property.
+pending_call get_property(bus_connection& bus, const char* destination, const char* path,
+                          const char* interface, const char* property, reply_handler done);
+
+// Subscribes to the signals that match `rule` without waiting for the bus driver's answer (a
+// failure to install the match closes the connection, which its owner sees as lost). nullptr when
+// the match cannot even be queued; the connection is no good then either.
+slot_ptr add_match(bus_connection& bus, const std::string& rule,
+                   std::function<void(sd_bus_message*)> on_signal);
 
 // Text of an sd_bus_error or a negative errno, for logs.
 std::string bus_error_text(const sd_bus_error* error, int r);

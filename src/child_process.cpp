@@ -19,7 +19,7 @@ namespace {
 
 // Exit code when the child's status was collected by someone else (a waitpid(-1) outside
 // reap_all): the exit is certain, its status is not.
-constexpr int status_unknown = 255;
+constexpr int kStatusUnknown = 255;
 
 // Runs in the forked child: only async-signal-safe calls, no allocation. Reports the errno of
 // whatever failed through `report_fd` (close-on-exec, so a successful exec reports nothing).
@@ -65,7 +65,7 @@ int exit_code_from_siginfo(const siginfo_t& info) {
     case CLD_DUMPED:
       return 128 + info.si_status;
     default:
-      return status_unknown;
+      return kStatusUnknown;
   }
 }
 
@@ -186,7 +186,7 @@ void child_process::wait_for_exit() {
                       } while (r < 0 && errno == EINTR);
                       if (r < 0) {
                         // ECHILD: reaped elsewhere (not through reap_all), so the status is lost.
-                        reaped(status_unknown);
+                        reaped(kStatusUnknown);
                         return;
                       }
                       // Readable should mean waitable; WNOHANG only guards the io_context against
@@ -212,7 +212,7 @@ void child_process::reaped(int exit_code) {
 int exit_code_from_status(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
-  return status_unknown;
+  return kStatusUnknown;
 }
 
 }  // namespace shim

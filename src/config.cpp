@@ -91,6 +91,7 @@ enum class flag_id {
   log_format,
   ensure_inhibit_delay,
   logind_conf_dir,
+  state_dir,
   help,
   version,
 };
@@ -104,7 +105,7 @@ struct flag_def {
   std::string_view default_value = {};
 };
 
-constexpr std::array<flag_def, 17> kFlags{{
+constexpr std::array<flag_def, 18> kFlags{{
     {"--listen", flag_id::listen, "HOST:PORT"},
     {"--drain-delay", flag_id::drain_delay, "DURATION"},
     {"--signal-delay", flag_id::signal_delay, "DURATION"},
@@ -119,6 +120,7 @@ constexpr std::array<flag_def, 17> kFlags{{
     {"--log-format", flag_id::log_format, "text|json"},
     {"--ensure-inhibit-delay", flag_id::ensure_inhibit_delay, "try|required", "try"},
     {"--logind-conf-dir", flag_id::logind_conf_dir, "PATH"},
+    {"--state-dir", flag_id::state_dir, "PATH"},
     {"--help", flag_id::help, ""},
     {"-h", flag_id::help, ""},
     {"--version", flag_id::version, ""},
@@ -154,11 +156,6 @@ std::chrono::nanoseconds duration_flag(std::string_view flag, std::string_view v
     bad_value(flag,
               fmt::format("{} is not a duration (want e.g. 70s, 1m30s, 250ms)", quoted(value)));
   }
-}
-
-std::string listen_display(const listen_address& a) {
-  return a.host.find(':') == std::string::npos ? fmt::format("{}:{}", a.host, a.port)
-                                               : fmt::format("[{}]:{}", a.host, a.port);
 }
 
 listen_address listen_flag(std::string_view flag, std::string_view value) {
@@ -237,6 +234,21 @@ Enum choice_flag(std::string_view flag, std::string_view value,
 }
 
 }  // namespace
+
+std::string format_listen_address(const listen_address& address) {
+  return address.host.find(':') == std::string::npos
+             ? fmt::format("{}:{}", address.host, address.port)
+             : fmt::format("[{}]:{}", address.host, address.port);
+}
+
+std::string format_listen_addresses(const std::vector<listen_address>& addresses) {
+  std::string out;
+  for (const auto& a : addresses) {
+    if (!out.empty()) out += ",";
+    out += format_listen_address(a);
+  }
+  return out;
+}
 
 std::chrono::nanoseconds parse_duration(std::string_view text) {
   auto syntax = [&](std::string_view why) -> duration_error {
@@ -500,7 +512,7 @@ config parse_flags(std::span<const std::string_view> args) {
           listen_given = true;
         }
         if (std::find(cfg.listen.begin(), cfg.listen.end(), address) != cfg.listen.end()) {
-          bad_value(name, fmt::format("{} given twice", listen_display(address)));
+          bad_value(name, fmt::format("{} given twice", format_listen_address(address)));
         }
         cfg.listen.push_back(std::move(address));
         break;
@@ -577,6 +589,12 @@ config parse_flags(std::span<const std::string_view> args) {
           cfg.logind_conf_dir.pop_back();
         }
         break;
+      case flag_id::state_dir:
+        if (!value.starts_with('/')) {
+          bad_value(name, fmt::format("{} is not an absolute path", quoted(value)));
+        }
+        cfg.state_dir = value;
+        break;
       case flag_id::help:
       case flag_id::version:
         break;  // handled above
@@ -597,11 +615,7 @@ config parse_flags(std::span<const std::string_view> args) {
 
 std::string usage_text() {
   const config d;
-  std::string listen_default;
-  for (const auto& a : d.listen) {
-    if (!listen_default.empty()) listen_default += ",";
-    listen_default += listen_display(a);
-  }
+  const std::string listen_default = format_listen_addresses(d.listen);
   // One line per flag; the unit test keeps every line within 100 columns.
   return fmt::format(
       "Usage: shutdown-shim [FLAGS] [-- COMMAND [ARG...]]\n"
@@ -633,13 +647,16 @@ std::string usage_text() {
       "                               try warns on failure, required exits 1 (default: only "
       "report)\n"
       "  --logind-conf-dir=PATH       where that drop-in goes (default {})\n"
+      "  --state-dir=PATH             what was signalled, for a restart mid-hold (default\n"
+      "                               $RUNTIME_DIRECTORY, else {})\n"
       "  -h, --help                   show this help and exit\n"
       "  --version                    show the version and exit\n"
       "\n"
       "DURATION is Go syntax: 70s, 1m30s, 250ms, 1.5h, 0. Flags take --flag=value or --flag "
       "value.\n",
       listen_default, format_duration(d.drain_delay), format_duration(d.signal_delay),
-      format_duration(d.exit_timeout), signal_name(d.signal).substr(3), d.logind_conf_dir);
+      format_duration(d.exit_timeout), signal_name(d.signal).substr(3), d.logind_conf_dir,
+      kDefaultStateDir);
 }
 
 }  // namespace shim

@@ -26,6 +26,10 @@ struct listen_address {
   friend bool operator==(const listen_address&, const listen_address&) = default;
 };
 
+// "0.0.0.0:6080", "[::]:6080"; a list joined with commas.
+std::string format_listen_address(const listen_address& address);
+std::string format_listen_addresses(const std::vector<listen_address>& addresses);
+
 // How the shim finds the process it signals. At most one of these is set.
 struct target_spec {
   std::optional<pid_t> pid;
@@ -55,7 +59,12 @@ struct config {
   // Where --ensure-inhibit-delay writes its drop-in; its parent holds logind.conf (tests point it
   // into a sandbox's /etc/systemd).
   std::string logind_conf_dir = "/etc/systemd/logind.conf.d";
+  // Where the record of signalled processes is kept (see signal_record.hpp); empty: systemd's
+  // $RUNTIME_DIRECTORY, else kDefaultStateDir.
+  std::string state_dir;
 };
+
+inline constexpr std::string_view kDefaultStateDir = "/run/shutdown-shim";
 
 // A bad flag or value. The message is one line naming the flag and what is wrong.
 class usage_error : public std::runtime_error {

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <system_error>
 
@@ -281,11 +282,20 @@ void logger::log(log_level level, std::string_view message, const log_fields& fi
   ::funlockfile(out_);
 }
 
-event_recorder::event_recorder(logger& log, const std::string& path) : log_(log) {
+event_recorder::event_recorder(logger& log, const std::string& path) : log_(log), path_(path) {
   if (path.empty()) return;
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw_errno(errno, "open event log " + path);
   file_.reset(fd);
+}
+
+result<> event_recorder::reopen() {
+  if (path_.empty()) return result<>::success();
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return result<>::failure("open " + path_ + ": " + std::strerror(errno));
+  file_.reset(fd);
+  record(event_kind::EventLogReopened, "SIGHUP", "opened the event log again", {{"path", path_}});
+  return result<>::success();
 }
 
 void event_recorder::record(event_kind kind, std::string_view cause, std::string_view message,

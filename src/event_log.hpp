@@ -10,12 +10,12 @@
 
 #include "config.hpp"
 #include "event_kind.hpp"
+#include "result.hpp"
 #include "unique_fd.hpp"
 
 namespace shim {
 
 enum class log_level { error = 3, warning = 4, notice = 5, info = 6, debug = 7 };  // sd-daemon.h's
-
 
 // Extra key/value pairs for a log line or an event, in the order given. Values are strings; JSON
 // output quotes them.
@@ -52,12 +52,17 @@ class event_recorder {
 
   // at: when the event happened, if earlier than now (the three clocks are moved back by as
   // much); steady_clock is CLOCK_MONOTONIC.
+  // Opens the file again at its path (SIGHUP after logrotate renamed it); keeps the old one when
+  // the new open fails.
+  result<> reopen();
+
   void record(event_kind kind, std::string_view cause, std::string_view message,
               const log_fields& fields = {},
               std::optional<std::chrono::steady_clock::time_point> at = std::nullopt);
 
  private:
   logger& log_;
+  std::string path_;
   unique_fd file_;
 };
 

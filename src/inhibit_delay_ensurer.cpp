@@ -7,11 +7,10 @@
 namespace shim {
 
 inhibit_delay_ensurer::inhibit_delay_ensurer(boost::asio::io_context& io, logger& log,
-                                             event_recorder& events, shim_status& status,
-                                             const config& cfg, bus_calls calls, handlers h)
+                                             event_recorder& events, const config& cfg,
+                                             bus_calls calls, handlers h)
     : log_(log),
       events_(events),
-      status_(status),
       mode_(cfg.ensure_inhibit_delay),
       hold_(cfg.drain_delay + cfg.exit_timeout),
       paths_(logind_conf_paths::for_conf_dir(cfg.logind_conf_dir)),
@@ -24,13 +23,12 @@ void inhibit_delay_ensurer::start(std::uint64_t current_usec) {
   if (started_) return;
   started_ = true;
   old_usec_ = current_usec;
-  if (!status_.logind_delay_too_short()) {
-    status_.logind_delay_ensure =
-        fmt::format("long enough already ({}); nothing written", describe_usec(current_usec));
+  if (!inhibit_delay_too_short(current_usec, hold_)) {
+    progress(fmt::format("long enough already ({}); nothing written", describe_usec(current_usec)));
     log_.info(
         "--ensure-inhibit-delay: logind's InhibitDelayMaxSec is long enough already",
         {{"InhibitDelayMaxUSec", std::to_string(current_usec)}, {"hold", format_duration(hold_)}});
-    return finish({});
+    return finish(result<>::success());
   }
 
   plan_ = plan_inhibit_delay(paths_, hold_);
@@ -40,14 +38,12 @@ void inhibit_delay_ensurer::start(std::uint64_t current_usec) {
   } catch (const std::system_error& e) {
     return fail(e.what());
   }
-  status_.logind_delay_ensure =
-      fmt::format("raising it to {}: wrote {}, reloading logind", describe_usec(plan_.write_usec),
-                  paths_.shim_dropin.string());
+  progress(fmt::format("raising it to {}: wrote {}, reloading logind",
+                       describe_usec(plan_.write_usec), paths_.shim_dropin.string()));
   log_.notice("--ensure-inhibit-delay: wrote a logind drop-in; asking PID 1 to reload logind",
               {{"file", paths_.shim_dropin.string()},
                {"InhibitDelayMaxSec", describe_usec(plan_.write_usec)},
                {"was", describe_usec(old_usec_)}});
-  if (handlers_.status_changed) handlers_.status_changed();
 
   // One bound over the reload and every re-read, so that a lost bus (no callback) ends it too.
   deadline_timer_.expires_after(kReloadBound);
@@ -60,21 +56,21 @@ void inhibit_delay_ensurer::start(std::uint64_t current_usec) {
                     format_duration(std::chrono::nanoseconds(kReloadBound)),
                     last_read_ ? describe_usec(*last_read_) : std::string("none")));
   });
-  calls_.reload_logind([this](const std::string& error) {
+  calls_.reload_logind([this](const result<>& reloaded) {
     if (finished_) return;
-    if (!error.empty()) {
-      return fail("KillUnit(systemd-logind.service, all, SIGHUP) failed: " + error);
+    if (!reloaded) {
+      return fail("KillUnit(systemd-logind.service, all, SIGHUP) failed: " + reloaded.error());
     }
     reread();
   });
 }
 
 void inhibit_delay_ensurer::reread() {
-  calls_.read_inhibit_delay([this](std::optional<std::uint64_t> usec, const std::string& error) {
+  calls_.read_inhibit_delay([this](const result<std::uint64_t>& usec) {
     if (finished_) return;
-    if (usec && *usec >= plan_.effective_usec) return succeed(*usec);
-    if (usec) last_read_ = usec;
-    if (!usec) log_.info("re-reading InhibitDelayMaxUSec failed", {{"error", error}});
+    if (usec && usec.value() >= plan_.effective_usec) return succeed(usec.value());
+    if (usec) last_read_ = usec.value();
+    if (!usec) log_.info("re-reading InhibitDelayMaxUSec failed", {{"error", usec.error()}});
     // The reload is asynchronous and announces nothing: ask again, a little later each time.
     reread_timer_.expires_after(reread_backoff_.next());
     reread_timer_.async_wait([this](const boost::system::error_code& ec) {
@@ -84,33 +80,36 @@ void inhibit_delay_ensurer::reread() {
 }
 
 void inhibit_delay_ensurer::succeed(std::uint64_t usec) {
-  status_.logind_delay_ensure = fmt::format("raised from {} to {} by {}", describe_usec(old_usec_),
-                                            describe_usec(usec), paths_.shim_dropin.string());
+  progress(fmt::format("raised from {} to {} by {}", describe_usec(old_usec_), describe_usec(usec),
+                       paths_.shim_dropin.string()));
   events_.record(event_kind::InhibitDelayEnsured, "--ensure-inhibit-delay",
                  "raised logind's InhibitDelayMaxSec above drain-delay + exit-timeout",
                  {{"file", paths_.shim_dropin.string()},
                   {"old_usec", std::to_string(old_usec_)},
                   {"new_usec", std::to_string(usec)},
                   {"written", "InhibitDelayMaxSec=" + plan_.write_text}});
-  finish({});
+  finish(result<>::success());
 }
 
 void inhibit_delay_ensurer::fail(const std::string& why) {
-  status_.logind_delay_ensure = "could not raise it: " + why;
+  progress("could not raise it: " + why);
   if (mode_ == ensure_mode::best_effort) {
     log_.warning(
         "--ensure-inhibit-delay=try: could not raise logind's InhibitDelayMaxSec; going on",
         {{"error", why}});
   }
-  finish(why);
+  finish(result<>::failure(why));
 }
 
-void inhibit_delay_ensurer::finish(const std::string& error) {
+void inhibit_delay_ensurer::finish(const result<>& outcome) {
   finished_ = true;
   deadline_timer_.cancel();
   reread_timer_.cancel();
-  if (handlers_.status_changed) handlers_.status_changed();
-  if (handlers_.finished) handlers_.finished(error);
+  if (handlers_.finished) handlers_.finished(outcome);
+}
+
+void inhibit_delay_ensurer::progress(const std::string& text) {
+  if (handlers_.progress) handlers_.progress(text);
 }
 
 }  // namespace shim

@@ -12,7 +12,7 @@
 #include "config.hpp"
 #include "event_log.hpp"
 #include "logind_config.hpp"
-#include "shim_status.hpp"
+#include "result.hpp"
 
 namespace shim {
 
@@ -25,21 +25,20 @@ class inhibit_delay_ensurer {
   // How long logind gets to show the new value after the SIGHUP was asked for.
   static constexpr std::chrono::seconds kReloadBound{5};
 
-  // The bus calls it needs (logind_inhibitor's); both may never call back if the bus is lost.
+  // The bus calls it needs (systemd_manager's and logind_inhibitor's).
   struct bus_calls {
-    std::function<void(std::function<void(const std::string& error)>)> reload_logind;
-    std::function<void(
-        std::function<void(std::optional<std::uint64_t> usec, const std::string& error)>)>
-        read_inhibit_delay;
+    std::function<void(std::function<void(result<>)>)> reload_logind;
+    std::function<void(std::function<void(result<std::uint64_t>)>)> read_inhibit_delay;
   };
   struct handlers {
-    std::function<void()> status_changed;
-    // Called once: error is empty when logind's value is now (or already was) long enough.
-    std::function<void(const std::string& error)> finished;
+    // What it is doing or has done, one line for /readyz?verbose.
+    std::function<void(const std::string& progress)> progress;
+    // Called once: ok when logind's value is now (or already was) long enough.
+    std::function<void(const result<>& outcome)> finished;
   };
 
   inhibit_delay_ensurer(boost::asio::io_context& io, logger& log, event_recorder& events,
-                        shim_status& status, const config& cfg, bus_calls calls, handlers h);
+                        const config& cfg, bus_calls calls, handlers h);
   inhibit_delay_ensurer(const inhibit_delay_ensurer&) = delete;
   inhibit_delay_ensurer& operator=(const inhibit_delay_ensurer&) = delete;
 
@@ -50,11 +49,11 @@ class inhibit_delay_ensurer {
   void reread();
   void succeed(std::uint64_t usec);
   void fail(const std::string& why);
-  void finish(const std::string& error);
+  void finish(const result<>& outcome);
+  void progress(const std::string& text);
 
   logger& log_;
   event_recorder& events_;
-  shim_status& status_;
   ensure_mode mode_;
   std::chrono::nanoseconds hold_;
   logind_conf_paths paths_;

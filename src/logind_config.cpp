@@ -227,6 +227,12 @@ logind_conf_scan scan_logind_conf(const logind_conf_paths& paths,
   return scan;
 }
 
+bool inhibit_delay_too_short(std::uint64_t delay_usec, std::chrono::nanoseconds hold) {
+  // Unsigned: "infinity" is UINT64_MAX, which chrono's signed microseconds would make negative.
+  const auto needed = std::chrono::ceil<std::chrono::microseconds>(hold).count();
+  return needed > 0 && delay_usec < static_cast<std::uint64_t>(needed);
+}
+
 std::chrono::seconds inhibit_delay_margin(std::chrono::nanoseconds hold) {
   const auto tenth = std::chrono::ceil<std::chrono::seconds>(hold / 10);
   return std::max<std::chrono::seconds>(std::chrono::seconds(5), tenth);

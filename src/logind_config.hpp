@@ -65,6 +65,10 @@ logind_conf_scan scan_logind_conf(const logind_conf_paths& paths,
 std::vector<inhibit_delay_setting> inhibit_delay_settings(const std::filesystem::path& file,
                                                           std::string_view text);
 
+// Whether logind, waiting at most delay_usec (kInfinityUsec: forever) for delay locks, would end a
+// hold of `hold` before the shim is done.
+bool inhibit_delay_too_short(std::uint64_t delay_usec, std::chrono::nanoseconds hold);
+
 // On top of drain-delay + exit-timeout: logind's timer starts when it emits PrepareForShutdown,
 // the shim's hold a little later (bus dispatch on a node busy shutting down), and the lock's close
 // must reach logind before its timer fires. 10 % of the hold, at least 5 s, in whole seconds.

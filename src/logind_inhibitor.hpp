@@ -2,116 +2,105 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstdint>
 #include <functional>
-#include <memory>
-#include <optional>
 #include <string>
 
 #include "backoff.hpp"
 #include "bus_connection.hpp"
-#include "config.hpp"
 #include "event_log.hpp"
-#include "shim_status.hpp"
+#include "result.hpp"
 #include "unique_fd.hpp"
 
 namespace shim {
 
-// The systemd-logind delay lock on "shutdown", and everything else the shim asks of the system bus.
+// The systemd-logind delay lock on "shutdown", and what logind says about shutdowns. It rides on
+// the connection bus_link keeps up, and reports through handlers; it owns no other state of the
+// shim.
 //
-// On connect: subscribe to PrepareForShutdown (only from the owner of org.freedesktop.login1, with
-// signature "b") and to that name's owner changes, take the lock (Inhibit, fd dup'ed with
-// F_DUPFD_CLOEXEC), then read PreparingForShutdown and InhibitDelayMaxUSec. When the bus or logind
-// goes away the old lock fd is kept; once back, a new lock is taken before the old one is closed.
+// Who logind is: only the bus driver says. A NameOwnerChanged for org.freedesktop.login1 counts
+// only when its sender is org.freedesktop.DBus (any peer may send a unicast signal that sd-bus's
+// match lets through, under Debian's default policy too), and even then the owner is confirmed with
+// GetNameOwner. PrepareForShutdown counts only from that unique name.
+//
+// The lock: Inhibit("shutdown", ..., "delay"), its fd dup'ed with F_DUPFD_CLOEXEC. When the bus or
+// logind goes away the old fd is kept; once back, a new lock is taken before the old one is closed.
 // Retries use capped exponential backoff with jitter.
 class logind_inhibitor {
  public:
+  enum class lock_state {
+    held,      // logind granted it on the current connection
+    retrying,  // not held, or not known to be (the bus is down); retrying
+    released,  // closed on purpose (release()) until retake()
+  };
   struct handlers {
-    // PrepareForShutdown(active) from logind, or PreparingForShutdown=true read after connecting.
+    // PrepareForShutdown(active) from logind.
     std::function<void(bool active, const std::string& cause)> prepare_for_shutdown;
-    // The first attempt at the lock has finished; error is empty when the lock is held.
-    std::function<void(const std::string& error)> first_attempt_done;
-    // Something shown in shim_status changed (for sd_notify STATUS=).
-    std::function<void()> status_changed;
-    // InhibitDelayMaxUSec was read (after every lock taken); already in shim_status.
+    // PreparingForShutdown, read after each connection to logind: no change signal exists for it,
+    // so a shutdown already under way, or one that a restarted logind forgot, is seen only by
+    // asking.
+    std::function<void(bool preparing)> preparing_read;
+    std::function<void(lock_state state, const std::string& detail)> lock_changed;
+    // The first attempt at the lock is over (held, or why not).
+    std::function<void(const result<>& outcome)> first_attempt_done;
+    // InhibitDelayMaxUSec, read after every lock taken.
     std::function<void(std::uint64_t usec)> inhibit_delay_read;
   };
-  using delay_handler =
-      std::function<void(std::optional<std::uint64_t> usec, const std::string& error)>;
 
-  logind_inhibitor(boost::asio::io_context& io, logger& log, event_recorder& events,
-                   shim_status& status, std::string why, handlers h);
+  logind_inhibitor(boost::asio::io_context& io, logger& log, std::string why, handlers h);
   ~logind_inhibitor();
   logind_inhibitor(const logind_inhibitor&) = delete;
   logind_inhibitor& operator=(const logind_inhibitor&) = delete;
 
-  void start();
+  // From bus_link.
+  void connected(bus_connection& bus);
+  void lost(const std::string& why);
 
   // Closes the lock so that the shutdown goes on; it is not taken again until retake().
-  void release(const std::string& cause);
-  // After a cancelled shutdown: take the lock again unless it is held.
+  void release();
+  // Takes the lock again (after a cancelled shutdown) unless it is held.
   void retake();
-  bool held() const { return static_cast<bool>(lock_); }
+  bool held() const { return state_ == lock_state::held; }
 
-  // PID 1's org.freedesktop.systemd1.Manager SystemState ("running", "stopping", ...).
-  void query_system_state(
-      std::function<void(std::optional<std::string> state, const std::string& error)> done);
-
-  // Makes logind re-read its configuration as systemctl and kubelet do: PID 1's
-  // KillUnit("systemd-logind.service", "all", SIGHUP). done gets an empty error on success. If the
-  // bus is lost meanwhile, done is never called: callers bound the wait themselves.
-  void reload_logind(std::function<void(const std::string& error)> done);
-  // Reads InhibitDelayMaxUSec again (shim_status follows); the same caveat about a lost bus.
-  void read_inhibit_delay(delay_handler done);
+  // Reads InhibitDelayMaxUSec again (for --ensure-inhibit-delay).
+  void read_inhibit_delay(std::function<void(result<std::uint64_t>)> done);
 
  private:
-  void connect();
-  void schedule(backoff& delays, std::function<void()> what, const std::string& why);
-  void bus_lost(std::string why);
-  void drop_bus();
-  void subscribe();
-  void logind_appeared(const std::string& owner);
+  void drop_connection();
+  void confirm_owner();
+  void owner_confirmed(const std::string& owner);
   void take_lock();
-  void send_inhibit();
+  void lock_granted(int fd);
   void lock_failed(const std::string& error);
+  void schedule_lock_retry();
   void read_properties();
-  void send_property_reads();
-  slot_ptr send_delay_read(delay_handler done);
-  void send_reload(const std::function<void(const std::string&)>& done);
-  void send_system_state_query(
-      const std::function<void(std::optional<std::string>, const std::string&)>& done);
-  void first_attempt(const std::string& error);
-  // shim_status::inhibitor follows from first_done_, the lock and wanted_; never set it elsewhere.
-  void publish_state();
-  void prepare_for_shutdown_signal(sd_bus_message* m);
-  static int on_prepare_for_shutdown(sd_bus_message* m, void* userdata, sd_bus_error*);
-  static int on_owner_changed(sd_bus_message* m, void* userdata, sd_bus_error*);
+  pending_call delay_read(std::function<void(result<std::uint64_t>)> done);
+  void report(lock_state state, const std::string& detail);
+  void first_attempt(const result<>& outcome);
+  void on_prepare_for_shutdown(sd_bus_message* m);
+  void on_owner_changed(sd_bus_message* m);
 
   boost::asio::io_context& io_;
   logger& log_;
-  event_recorder& events_;
-  shim_status& status_;
   std::string why_;
   handlers handlers_;
 
-  std::shared_ptr<bus_connection> bus_;
+  bus_connection* bus_ = nullptr;  // bus_link's; null while down
   slot_ptr prepare_match_;
   slot_ptr owner_match_;
-  slot_ptr owner_call_;
-  slot_ptr inhibit_call_;
-  slot_ptr preparing_call_;
-  slot_ptr delay_call_;
-  slot_ptr state_call_;
-  slot_ptr reload_call_;
-  slot_ptr reread_call_;
+  pending_call owner_call_;
+  pending_call inhibit_call_;
+  pending_call preparing_call_;
+  pending_call delay_call_;
+  pending_call reread_call_;
 
-  std::string logind_owner_;  // unique name; PrepareForShutdown from anyone else is ignored
-  unique_fd lock_;
+  std::string logind_owner_;  // unique name, as the bus driver confirmed it; empty: unknown
+  unique_fd lock_;            // may be a lock of an earlier connection, kept until replaced
+  lock_state state_ = lock_state::retrying;
   bool wanted_ = true;  // false from release() until retake()
-  bool inhibit_in_flight_ = false;
   bool first_done_ = false;
-  bool was_lost_ = false;
+  std::string last_failure_;  // what the last failed Inhibit said
   boost::asio::steady_timer retry_timer_;
-  backoff connect_backoff_{std::chrono::milliseconds(200), std::chrono::seconds(30)};
   backoff lock_backoff_{std::chrono::milliseconds(200), std::chrono::seconds(30)};
 };
 

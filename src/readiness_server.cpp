@@ -200,15 +200,8 @@ bool connection_pending(acceptor_type& acceptor) {
   return ::poll(&fd, 1, 0) == 1 && (fd.revents & POLLIN) != 0;
 }
 
-std::string describe(const listen_address& address) {
-  if (address.host.find(':') != std::string::npos) {
-    return fmt::format("[{}]:{}", address.host, address.port);
-  }
-  return fmt::format("{}:{}", address.host, address.port);
-}
-
 [[noreturn]] void throw_listen_error(const listen_address& address, const beast::error_code& ec) {
-  const std::string what = "listen on " + describe(address);
+  const std::string what = "listen on " + format_listen_address(address);
   if (ec.category() == boost::system::system_category() ||
       ec.category() == boost::system::generic_category()) {
     // errno values: keep them comparable with std::errc.

@@ -4,6 +4,7 @@
 
 #include "config.hpp"
 #include "event_log.hpp"
+#include "logind_config.hpp"
 
 namespace shim {
 
@@ -13,10 +14,7 @@ bool shim_status::ready() const {
 }
 
 bool shim_status::logind_delay_too_short() const {
-  if (!logind_delay_max_usec) return false;
-  // Unsigned: "infinity" is UINT64_MAX, which chrono's signed microseconds would make negative.
-  const auto needed = std::chrono::ceil<std::chrono::microseconds>(hold_needed).count();
-  return *logind_delay_max_usec < static_cast<std::uint64_t>(needed);
+  return logind_delay_max_usec && inhibit_delay_too_short(*logind_delay_max_usec, hold_needed);
 }
 
 std::optional<std::string> shim_status::logind_delay_warning() const {
@@ -70,6 +68,30 @@ std::vector<shim_status::check> shim_status::checks() const {
     out.push_back({"target", false, "shutdown cancelled after the signal; waiting for the target"});
   }
   return out;
+}
+
+std::string status_line(const shim_status& status) {
+  using state = shim_status::inhibitor_state;
+  std::string text;
+  if (status.draining) {
+    text = status.inhibitor == state::released ? "hold over, unready: " + status.drain_cause
+                                               : "draining, reboot on hold: " + status.drain_cause;
+  } else if (status.waiting_for_target) {
+    text = "shutdown cancelled; waiting for the target to run again";
+  } else if (status.ready()) {
+    if (status.inhibitor == state::held) {
+      text = "ready; holding a logind delay lock";
+    } else {
+      text = "ready; no logind lock (" +
+             (status.inhibitor_detail.empty() ? std::string("--inhibit=off")
+                                              : status.inhibitor_detail) +
+             ")";
+    }
+  } else {
+    text = "starting";
+  }
+  if (status.logind_delay_too_short()) text += "; WARNING: logind InhibitDelayMaxSec too short";
+  return text;
 }
 
 }  // namespace shim

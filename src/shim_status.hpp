@@ -58,4 +58,7 @@ struct shim_status {
   std::vector<check> checks() const;
 };
 
+// The one line sent as sd_notify STATUS=, as systemctl status shows it.
+std::string status_line(const shim_status& status);
+
 }  // namespace shim

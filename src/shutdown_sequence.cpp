@@ -17,12 +17,41 @@ action note(std::string message, std::optional<event_kind> event = std::nullopt)
   return action{kind::note, std::move(message), event, {}, {}};
 }
 
-action unready(std::string message, std::string cause, shutdown_sequence::time_point now) {
-  return action{kind::become_unready, std::move(message), event_kind::ShutdownInitiated, now,
-                std::move(cause)};
+action unready(std::string message, std::string cause, shutdown_sequence::time_point now,
+               event_kind event = event_kind::ShutdownInitiated) {
+  return action{kind::become_unready, std::move(message), event, now, std::move(cause)};
+}
+
+// t + d, or the end of time rather than an overflow (a resumed unready_at comes from a file).
+shutdown_sequence::time_point later(shutdown_sequence::time_point t,
+                                    shutdown_sequence::duration d) {
+  using tp = shutdown_sequence::time_point;
+  if (d > tp::max() - t) return tp::max();
+  return t + d;
 }
 
 }  // namespace
+
+shutdown_sequence::forwarding shutdown_sequence::sigterm_forwarding(forward_policy policy,
+                                                                    bool wrapper, bool uses_bus) {
+  switch (policy) {
+    case forward_policy::always:
+      return {forward_decision::forward, "--forward-on-sigterm=always"};
+    case forward_policy::never:
+      return {forward_decision::skip, "--forward-on-sigterm=never"};
+    case forward_policy::automatic:
+      break;
+  }
+  if (wrapper) {
+    return {forward_decision::forward, "wrapper mode: the shim's stop is the container's stop"};
+  }
+  if (!uses_bus) {
+    return {forward_decision::skip,
+            "--inhibit=off: PID 1 cannot be asked, so the stop is taken for the shim's alone"};
+  }
+  return {forward_decision::ask_system_state,
+          "attach mode: forwarding only if PID 1's manager is stopping"};
+}
 
 shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_kind kind,
                                                       const std::string& cause,
@@ -53,6 +82,7 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   unready_at_ = now;
   stop_requested_ = kind != trigger_kind::prepare_for_shutdown;
   signal_sent_ = false;
+  signal_missed_ = false;
   drain_elapsed_ = false;
   target_gone_ = !settings_.has_target;
   decision_ = decision_state::pending;
@@ -106,6 +136,26 @@ shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool 
   return out;
 }
 
+shutdown_sequence::actions shutdown_sequence::resume(time_point now, time_point unready_at,
+                                                     const std::string& cause,
+                                                     bool target_running) {
+  actions out;
+  if (phase_ != phase::idle && phase_ != phase::awaiting_target) return out;
+  phase_ = phase::holding;
+  unready_at_ = std::min(unready_at, now);
+  stop_requested_ = false;
+  decision_ = decision_state::forward;
+  signal_sent_ = true;
+  signal_missed_ = false;
+  drain_elapsed_ = false;
+  target_gone_ = !target_running;
+  out.push_back(unready("resuming the hold of a shutdown an earlier run signalled for (" + cause +
+                            "): no second signal",
+                        cause, unready_at_, event_kind::ShutdownResumed));
+  advance(now, out);
+  return out;
+}
+
 shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
   actions out;
   if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
@@ -120,9 +170,11 @@ shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
   if (armed_) out.push_back(make(kind::cancel_timer));
   armed_.reset();
   out.push_back(make(kind::retake_inhibitor));
-  if (!signal_sent_) {
+  if (!signal_sent_ || signal_missed_) {
     phase_ = phase::idle;
-    out.push_back(make(kind::become_ready, "shutdown cancelled before the signal"));
+    out.push_back(make(kind::become_ready, signal_sent_
+                                               ? "shutdown cancelled; no target had the signal"
+                                               : "shutdown cancelled before the signal"));
   } else if (settings_.wrapper) {
     // The child had its signal and will exit; the shim exits with it.
     phase_ = phase::awaiting_target;
@@ -131,6 +183,16 @@ shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
     phase_ = phase::awaiting_target;
     out.push_back(make(kind::watch_target));
   }
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::no_target(time_point now, const std::string& why) {
+  actions out;
+  if (phase_ != phase::holding || !signal_sent_) return out;
+  signal_missed_ = true;
+  out.push_back(note("no target had the signal: " + why));
+  target_gone_ = true;
+  advance(now, out);
   return out;
 }
 
@@ -186,21 +248,21 @@ void shutdown_sequence::request_exit(actions& out) {
 }
 
 shutdown_sequence::time_point shutdown_sequence::hard_deadline() const {
-  return unready_at_ + settings_.drain_delay + settings_.exit_timeout;
+  return later(later(unready_at_, settings_.drain_delay), settings_.exit_timeout);
 }
 
 void shutdown_sequence::advance(time_point now, actions& out) {
   if (phase_ != phase::holding) return;
   if (!signal_sent_ && decision_ == decision_state::forward &&
-      now >= unready_at_ + settings_.signal_delay) {
+      now >= later(unready_at_, settings_.signal_delay)) {
     signal_sent_ = true;
     if (settings_.has_target) out.push_back(make(kind::forward_signal));
   }
-  if (!drain_elapsed_ && now >= unready_at_ + settings_.drain_delay) {
+  if (!drain_elapsed_ && now >= later(unready_at_, settings_.drain_delay)) {
     drain_elapsed_ = true;
     out.push_back(note("the drain delay has passed", event_kind::DrainElapsed));
   }
-  // forward_signal may find no target; the edge then reports target_exited, which comes back here.
+  // forward_signal may find no target; the edge then reports no_target, which comes back here.
   if (signal_sent_ && drain_elapsed_ && (target_gone_ || now >= hard_deadline())) {
     if (!target_gone_) out.push_back(note("exit-timeout passed and the target is still running"));
     phase_ = phase::released;
@@ -219,10 +281,10 @@ std::optional<shutdown_sequence::time_point> shutdown_sequence::next_deadline() 
     if (!next || t < *next) next = t;
   };
   if (!signal_sent_ && decision_ == decision_state::forward) {
-    consider(unready_at_ + settings_.signal_delay);
+    consider(later(unready_at_, settings_.signal_delay));
   }
   if (!drain_elapsed_) {
-    consider(unready_at_ + settings_.drain_delay);
+    consider(later(unready_at_, settings_.drain_delay));
   } else if (signal_sent_ && !target_gone_) {
     consider(hard_deadline());
   }

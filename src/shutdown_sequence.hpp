@@ -5,16 +5,44 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "event_kind.hpp"
 
 namespace shim {
 
 // The shutdown sequence as a pure state machine: inputs carry the time, outputs are actions for the
 // edges to carry out. No I/O and no clock of its own, so every ordering of trigger, cancel, target
-// exit and timers can be tested with a fake clock.
+// exit and timers can be tested with a fake clock. Inputs must arrive one at a time, never from
+// inside the carrying out of its own actions (sequence_runner sees to that).
 //
 // The hold ends at the later of (unready + drain-delay) and (target exit), but no later than
 // unready + drain-delay + exit-timeout, and never before the signal was forwarded.
+//
+// State: a phase, plus what is known about the current shutdown. Only `holding` uses all of it:
+//   decision_      pending until the forwarding of a shim SIGTERM is decided (ask_system_state)
+//   signal_sent_   the forward_signal action was given (or, resumed, an earlier run sent it)
+//   signal_missed_ ...but no target was there to get it (no_target)
+//   drain_elapsed_ unready + drain-delay has passed
+//   target_gone_   every target has exited (or there never was one)
+//   stop_requested_ the shim itself was asked to stop: it exits once the hold is over
+//
+// Transitions (phase x input -> actions; "advance" releases once signal, drain and exit allow):
+//   idle         trigger          -> become_unready, [notify_stopping], forward decision; holding
+//   idle         resume           -> become_unready (ShutdownResumed); holding, signal counted
+//   idle         cancel           -> retake_inhibitor
+//   idle         target_exited    -> wrapper only: become_unready, exit; released
+//   holding      trigger (again)  -> note (never a second signal); a signal: notify_stopping
+//   holding      system_state     -> forward, or skip: release_inhibitor, exit; released
+//   holding      timer/exit/none  -> advance: forward_signal, DrainElapsed, release_inhibitor
+//                                    [, exit]; released
+//   holding      cancel           -> ShutdownCancelled, retake_inhibitor, then: nothing signalled
+//                                    -> become_ready, idle; signalled -> watch_target (wrapper:
+//                                    exit with the child), awaiting_target
+//   released     cancel           -> as holding (a logind that forgot the shutdown says so too)
+//   released     trigger (signal) -> exit
+//   awaiting     target_running   -> become_ready; idle
+//   awaiting     trigger          -> as idle
+// A cancel is ignored once the shim itself was asked to stop. exit is the last action ever given.
 class shutdown_sequence {
  public:
   using clock = std::chrono::steady_clock;
@@ -33,11 +61,19 @@ class shutdown_sequence {
 
   // Whether a shim SIGTERM/SIGINT is passed on to the target. PrepareForShutdown always is.
   enum class forward_decision { forward, skip, ask_system_state };
+  struct forwarding {
+    forward_decision decision;
+    std::string why;  // for the log
+  };
+  // --forward-on-sigterm applied: auto forwards in wrapper mode (the shim's stop is the
+  // container's), asks PID 1 in attach mode, and skips when logind is not used (--inhibit=off:
+  // there is no bus to ask).
+  static forwarding sigterm_forwarding(forward_policy policy, bool wrapper, bool uses_bus);
 
   struct action {
     enum class kind {
-      become_unready,    // message: why (event ShutdownInitiated); at: the moment, which the
-                         // drain is counted from
+      become_unready,    // message: why; event: ShutdownInitiated or ShutdownResumed; at: the
+                         // moment the drain is counted from
       become_ready,      // a cancelled shutdown is over
       notify_stopping,   // sd_notify STOPPING=1: the shim was asked to stop and will exit
       ask_system_state,  // is PID 1's manager stopping? answer with system_state()
@@ -65,8 +101,14 @@ class shutdown_sequence {
   actions trigger(time_point now, trigger_kind kind, const std::string& cause,
                   forward_decision decision);
   actions system_state(time_point now, bool stopping, const std::string& state);
+  // A restarted shim finds the shutdown it signalled for still under way (its state file and
+  // logind's PreparingForShutdown): hold on from unready_at, without a second signal.
+  actions resume(time_point now, time_point unready_at, const std::string& cause,
+                 bool target_running);
   actions cancel(const std::string& cause);
-  // Every target process has exited (or, at signal time, none was found).
+  // The forward_signal action found no target (none running, or all had exited).
+  actions no_target(time_point now, const std::string& why);
+  // Every target process has exited.
   actions target_exited(time_point now, const std::string& detail);
   actions target_running();
   actions timer_expired(time_point now);
@@ -99,6 +141,7 @@ class shutdown_sequence {
   decision_state decision_ = decision_state::pending;
   bool stop_requested_ = false;  // the shim itself was asked to stop (SIGTERM/SIGINT)
   bool signal_sent_ = false;
+  bool signal_missed_ = false;
   bool drain_elapsed_ = false;
   bool target_gone_ = false;
   bool exit_requested_ = false;

@@ -5,31 +5,54 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <iterator>
+#include <string_view>
+#include <vector>
 
 namespace shim {
 
 namespace asio = boost::asio;
-using seq = shutdown_sequence;
 
 namespace {
 
-std::string listen_list(const std::vector<listen_address>& addresses) {
-  std::string out;
-  for (const auto& a : addresses) {
-    if (!out.empty()) out += ",";
-    out += a.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", a.host, a.port)
-                                                 : fmt::format("{}:{}", a.host, a.port);
-  }
-  return out;
+shutdown_sequence::settings sequence_settings(const config& cfg) {
+  using d = shutdown_sequence::duration;
+  return {.drain_delay = std::chrono::duration_cast<d>(cfg.drain_delay),
+          .signal_delay = std::chrono::duration_cast<d>(cfg.signal_delay),
+          .exit_timeout = std::chrono::duration_cast<d>(cfg.exit_timeout),
+          .has_target = cfg.target.any(),
+          .wrapper = cfg.target.wrapper()};
 }
 
-seq::settings sequence_settings(const config& cfg) {
-  return {std::chrono::duration_cast<seq::duration>(cfg.drain_delay),
-          std::chrono::duration_cast<seq::duration>(cfg.signal_delay),
-          std::chrono::duration_cast<seq::duration>(cfg.exit_timeout), cfg.target.any(),
-          cfg.target.wrapper()};
+// The flag, else systemd's RuntimeDirectory= (the first, if it lists several), else /run's.
+std::string state_directory(const config& cfg) {
+  if (!cfg.state_dir.empty()) return cfg.state_dir;
+  if (const char* runtime = std::getenv("RUNTIME_DIRECTORY"); runtime && *runtime == '/') {
+    const std::string_view dirs(runtime);
+    return std::string(dirs.substr(0, dirs.find(':')));
+  }
+  return std::string(kDefaultStateDir);
 }
+
+std::int64_t monotonic_us(shutdown_sequence::time_point t) {
+  // steady_clock is CLOCK_MONOTONIC, the clock of the event log's monotonic_us.
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// Signals whose default action would kill the shim, apart from the two that start the shutdown
+// sequence and those that report its own faults (SIGSEGV and the like must still kill it).
+// logrotate's `kill -HUP` or a stray SIGUSR1 once cut a hold short (faults suite).
+// A wrapper passes these on to its child, as a container's init does (and as it did before).
+std::vector<int> passed_on_signals() {
+  std::vector<int> signals = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPWR, SIGWINCH};
+  for (int s = SIGRTMIN; s <= SIGRTMAX; ++s) signals.push_back(s);
+  return signals;
+}
+// These speak of the receiving process's own limits and profiling: never passed on (Go programs
+// such as kube-apiserver crash on SIGSYS), only logged.
+constexpr int kOwnSignals[] = {SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
 
 }  // namespace
 
@@ -39,11 +62,14 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       cfg_(cfg),
       log_(log),
       events_(events),
-      sequence_(sequence_settings(cfg)),
+      runner_(sequence_settings(cfg), {.carry_out = [this](const seq::action& a) { carry_out(a); },
+                                       .settled = [this] { settled(); }}),
       server_(io, status_),
       watcher_(io),
+      // The record protects attach-mode targets; a wrapper's child is new with every run.
+      record_(cfg.target.wrapper() ? std::string() : state_directory(cfg)),
       triggers_(io),
-      passed_on_(io),
+      strays_(io),
       hold_timer_(io),
       target_timer_(io),
       watchdog_timer_(io) {
@@ -65,62 +91,123 @@ std::string shutdown_shim::target_description() const {
 
 void shutdown_shim::start() {
   // Signals first, so that a SIGTERM during start-up already runs the sequence.
-  triggers_.add(SIGTERM);
-  triggers_.add(SIGINT);
-  wait_for_signals();
+  install_signal_handlers();
   start_watchdog();
 
   server_.listen(cfg_.listen);
   status_.listener_bound = true;
   events_.record(event_kind::Started, "start", "shutdown-shim started",
                  {{"version", SHUTDOWN_SHIM_VERSION},
-                  {"listen", listen_list(cfg_.listen)},
+                  {"listen", format_listen_addresses(cfg_.listen)},
                   {"target", target_description()},
                   {"signal", signal_name(cfg_.signal)},
                   {"drain_delay", format_duration(cfg_.drain_delay)},
                   {"signal_delay", format_duration(cfg_.signal_delay)},
                   {"exit_timeout", format_duration(cfg_.exit_timeout)}});
 
+  if (auto loaded = record_.load(); !loaded) {
+    log_.warning("ignoring the record of signalled processes; a restart mid-hold may signal again",
+                 {{"error", loaded.error()}});
+  } else {
+    shutdown_ = loaded.value();
+    resumable_ = shutdown_.unready_us.has_value();
+    if (!shutdown_.signalled.empty()) {
+      log_.notice("an earlier run signalled processes that still run; they get no second signal",
+                  {{"record", record_.file().string()}});
+    }
+  }
+
   if (cfg_.inhibit == inhibit_mode::off) {
     start_child();
-    on_inhibitor_ready({});
+    on_first_attempt(result<>::success());
     return;
   }
   // With --inhibit=required the command starts only once the lock is held, so that a failed start
   // leaves nothing running.
   if (cfg_.inhibit == inhibit_mode::automatic) start_child();
-  auto why = fmt::format(
+  start_bus();
+}
+
+void shutdown_shim::start_bus() {
+  const auto why = fmt::format(
       "Keeping the reboot until kube-apiserver has left the load balancer (drain {}, up to {})",
       format_duration(cfg_.drain_delay), format_duration(cfg_.drain_delay + cfg_.exit_timeout));
   inhibitor_ = std::make_unique<logind_inhibitor>(
-      io_, log_, events_, status_, why,
-      logind_inhibitor::handlers{[this](bool active, const std::string& cause) {
-                                   auto now = clock::now();
-                                   apply(active ? sequence_.trigger(
-                                                      now, seq::trigger_kind::prepare_for_shutdown,
-                                                      cause, seq::forward_decision::forward)
-                                                : sequence_.cancel(cause));
-                                 },
-                                 [this](const std::string& error) { on_inhibitor_ready(error); },
-                                 [this] { notify_status(); },
-                                 [this](std::uint64_t usec) {
-                                   if (ensurer_) ensurer_->start(usec);
-                                 }});
+      io_, log_, why,
+      logind_inhibitor::handlers{
+          .prepare_for_shutdown =
+              [this](bool active, const std::string& cause) {
+                on_prepare_for_shutdown(active, cause);
+              },
+          .preparing_read = [this](bool preparing) { on_preparing_read(preparing); },
+          .lock_changed = [this](logind_inhibitor::lock_state state,
+                                 const std::string& detail) { on_lock_changed(state, detail); },
+          .first_attempt_done = [this](const result<>& outcome) { on_first_attempt(outcome); },
+          .inhibit_delay_read = [this](std::uint64_t usec) { on_inhibit_delay(usec); },
+      });
+  manager_ = std::make_unique<systemd_manager>(io_);
   if (cfg_.ensure_inhibit_delay != ensure_mode::off) {
     ensurer_ = std::make_unique<inhibit_delay_ensurer>(
-        io_, log_, events_, status_, cfg_,
+        io_, log_, events_, cfg_,
         inhibit_delay_ensurer::bus_calls{
-            [this](auto done) { inhibitor_->reload_logind(std::move(done)); },
-            [this](auto done) { inhibitor_->read_inhibit_delay(std::move(done)); }},
-        inhibit_delay_ensurer::handlers{[this] { notify_status(); },
-                                        [this](const std::string& error) {
-                                          if (!error.empty() &&
-                                              cfg_.ensure_inhibit_delay == ensure_mode::required) {
-                                            finish({shim_outcome::kind::ensure_failed, 0, error});
-                                          }
-                                        }});
+            .reload_logind = [this](auto done) { manager_->reload_logind(std::move(done)); },
+            // What it reads is what logind now says: shown as such.
+            .read_inhibit_delay =
+                [this](auto done) {
+                  inhibitor_->read_inhibit_delay(
+                      [this, done = std::move(done)](const result<std::uint64_t>& usec) {
+                        if (usec) {
+                          status_.logind_delay_max_usec = usec.value();
+                          notify_status();
+                        }
+                        done(usec);
+                      });
+                },
+        },
+        inhibit_delay_ensurer::handlers{
+            .progress =
+                [this](const std::string& text) {
+                  status_.logind_delay_ensure = text;
+                  notify_status();
+                },
+            .finished =
+                [this](const result<>& outcome) {
+                  if (!outcome && cfg_.ensure_inhibit_delay == ensure_mode::required) {
+                    finish({shim_outcome::kind::ensure_failed, 0, outcome.error()});
+                  }
+                },
+        });
   }
-  inhibitor_->start();
+  bus_ = std::make_unique<bus_link>(
+      io_,
+      bus_link::handlers{
+          .connected =
+              [this](bus_connection& bus) {
+                if (bus_was_lost_) {
+                  bus_was_lost_ = false;
+                  events_.record(event_kind::BusRestored, "reconnected", "the system bus is back");
+                }
+                manager_->connected(bus);
+                inhibitor_->connected(bus);
+              },
+          .lost = [this](const std::string& why) { on_bus_lost(why); },
+          .retrying =
+              [this](const std::string& why, std::chrono::milliseconds delay) {
+                log_.info(
+                    fmt::format("connecting to the system bus again in {}", format_duration(delay)),
+                    {{"why", why}});
+                if (!first_attempt_done_) on_first_attempt(result<>::failure(why));
+              },
+      });
+  bus_->start();
+}
+
+void shutdown_shim::on_bus_lost(const std::string& why) {
+  bus_was_lost_ = true;
+  events_.record(event_kind::BusLost, why, "lost the system bus; keeping the lock fd, reconnecting",
+                 {{"lock_held", inhibitor_->held() ? "true" : "false"}});
+  manager_->lost();
+  inhibitor_->lost(why);
 }
 
 void shutdown_shim::start_child() {
@@ -129,18 +216,153 @@ void shutdown_shim::start_child() {
   log_.info("started the command",
             {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
   child_->on_exit([this](int code) { on_child_exit(code); });
-  for (int s : {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM}) passed_on_.add(s);
-  // As PID 1 (a container's init) every orphan is ours to reap.
-  if (getpid() == 1) passed_on_.add(SIGCHLD);
-  wait_for_forwarded_signals();
 }
 
-void shutdown_shim::on_inhibitor_ready(const std::string& error) {
-  if (!error.empty() && cfg_.inhibit == inhibit_mode::required) {
-    return finish({shim_outcome::kind::inhibit_failed, 0, error});
+void shutdown_shim::install_signal_handlers() {
+  triggers_.add(SIGTERM);
+  triggers_.add(SIGINT);
+  wait_for_triggers();
+  for (int s : passed_on_signals()) strays_.add(s);
+  for (int s : kOwnSignals) strays_.add(s);
+  // As PID 1 (a container's init) every orphan is ours to reap.
+  if (cfg_.target.wrapper() && getpid() == 1) strays_.add(SIGCHLD);
+  wait_for_strays();
+  // Job control must never stop the shim mid-hold; the child gets the default back at exec.
+  for (int s : {SIGTSTP, SIGTTIN, SIGTTOU}) ::signal(s, SIG_IGN);
+}
+
+void shutdown_shim::wait_for_triggers() {
+  triggers_.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    on_trigger_signal(signal);
+    wait_for_triggers();
+  });
+}
+
+void shutdown_shim::wait_for_strays() {
+  strays_.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    on_stray_signal(signal);
+    wait_for_strays();
+  });
+}
+
+void shutdown_shim::on_stray_signal(int signal) {
+  if (signal == SIGCHLD) {
+    if (child_) child_->reap_all();
+    return;
+  }
+  if (signal == SIGHUP) {
+    // logrotate's convention: the event log is opened again at its path; nothing else changes.
+    if (auto reopened = events_.reopen(); !reopened) {
+      log_.warning("SIGHUP: could not reopen the event log; writing on to the old file",
+                   {{"error", reopened.error()}});
+    }
+  }
+  const bool own =
+      std::find(std::begin(kOwnSignals), std::end(kOwnSignals), signal) != std::end(kOwnSignals);
+  if (child_ && child_->running() && !own) {
+    log_.info("passing a signal on to the child", {{"signal", signal_name(signal)}});
+    child_->send_signal(signal);
+  } else if (signal != SIGHUP && signal != SIGWINCH) {
+    log_.notice("ignoring a signal", {{"signal", signal_name(signal)}});
+  }
+}
+
+void shutdown_shim::on_trigger_signal(int signal) {
+  const auto kind = signal == SIGINT ? seq::trigger_kind::sigint : seq::trigger_kind::sigterm;
+  const std::string cause = signal_name(signal);
+  const auto forwarding =
+      seq::sigterm_forwarding(cfg_.forward_on_sigterm, cfg_.target.wrapper(), bus_ != nullptr);
+  log_.notice("received " + cause, {{"forward", forwarding.why}});
+  runner_.feed([now = clock::now(), kind, cause, decision = forwarding.decision](seq& s) {
+    return s.trigger(now, kind, cause, decision);
+  });
+}
+
+void shutdown_shim::on_prepare_for_shutdown(bool active, const std::string& cause) {
+  if (!active) return runner_.feed([cause](seq& s) { return s.cancel(cause); });
+  runner_.feed([now = clock::now(), cause](seq& s) {
+    return s.trigger(now, seq::trigger_kind::prepare_for_shutdown, cause,
+                     seq::forward_decision::forward);
+  });
+}
+
+void shutdown_shim::on_preparing_read(bool preparing) {
+  const auto& sequence = runner_.sequence();
+  if (!preparing) {
+    // The shutdown an earlier run recorded is over: never resume it later.
+    if (resumable_) forget_shutdown();
+    // A restarted logind forgets a delayed shutdown, and a PrepareForShutdown(false) sent while
+    // the bus was down is never seen: what logind says now is what counts.
+    if (sequence.draining()) {
+      runner_.feed([](seq& s) { return s.cancel("logind is not preparing a shutdown any more"); });
+    }
+    return;
+  }
+  if (sequence.draining()) return;
+  if (resumable_) {
+    resumable_ = false;
+    std::vector<pid_t> alive;
+    for (const auto& s : shutdown_.signalled) {
+      if (identify_process(s.process.pid) != s.process) continue;
+      if (auto process = process_handle::open(s.process.pid)) {
+        alive.push_back(s.process.pid);
+        watch_attached(std::move(*process));
+      }
+    }
+    // None of the processes it signalled runs, but a target does: a new shutdown, with a target
+    // that never had its signal, began while no shim ran.
+    if (alive.empty() && !resolve_target(cfg_.target).pids.empty()) {
+      forget_shutdown();
+      return on_prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
+    }
+    const auto unready_at = clock::time_point(std::chrono::microseconds(*shutdown_.unready_us));
+    runner_.feed(
+        [now = clock::now(), unready_at, cause = shutdown_.cause,
+         running = !alive.empty()](seq& s) { return s.resume(now, unready_at, cause, running); });
+    return;
+  }
+  on_prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
+}
+
+void shutdown_shim::on_lock_changed(logind_inhibitor::lock_state state, const std::string& detail) {
+  using lock = logind_inhibitor::lock_state;
+  using shown = shim_status::inhibitor_state;
+  const bool was_held = status_.inhibitor == shown::held;
+  switch (state) {
+    case lock::held:
+      status_.inhibitor = shown::held;
+      events_.record(event_kind::InhibitorTaken, first_attempt_done_ ? "re-taken" : "start",
+                     "holding a logind delay lock on shutdown");
+      break;
+    case lock::retrying:
+      // Until the first attempt is over the check fails; after it, a lost lock is a transient
+      // fault: reported, retried, not turned into unreadiness.
+      status_.inhibitor = first_attempt_done_ ? shown::retrying : shown::pending;
+      break;
+    case lock::released:
+      status_.inhibitor = shown::released;
+      events_.record(event_kind::InhibitorReleased, status_.drain_cause,
+                     was_held ? "closed the logind lock: the shutdown goes on"
+                              : "hold over (no lock was held)");
+      break;
+  }
+  status_.inhibitor_detail = detail;
+  notify_status();
+}
+
+void shutdown_shim::on_first_attempt(const result<>& outcome) {
+  if (first_attempt_done_) return;
+  first_attempt_done_ = true;
+  if (status_.inhibitor == shim_status::inhibitor_state::pending) {
+    status_.inhibitor = shim_status::inhibitor_state::retrying;
+  }
+  if (!outcome && cfg_.inhibit == inhibit_mode::required) {
+    return finish({shim_outcome::kind::inhibit_failed, 0, outcome.error()});
   }
   // A stop that came while the lock was being taken: the command is not started at all.
-  if (cfg_.inhibit == inhibit_mode::required && !sequence_.draining()) start_child();
+  if (cfg_.inhibit == inhibit_mode::required && !runner_.sequence().draining()) start_child();
   if (!ready_notified_) {
     ready_notified_ = true;
     notify_status();
@@ -148,130 +370,87 @@ void shutdown_shim::on_inhibitor_ready(const std::string& error) {
   }
 }
 
-void shutdown_shim::wait_for_signals() {
-  triggers_.async_wait([this](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    on_trigger_signal(signal);
-    wait_for_signals();
-  });
+void shutdown_shim::on_inhibit_delay(std::uint64_t usec) {
+  status_.logind_delay_max_usec = usec;
+  if (auto warning = status_.logind_delay_warning()) {
+    log_.warning(*warning, {{"InhibitDelayMaxUSec", std::to_string(usec)}});
+  }
+  notify_status();
+  if (ensurer_) ensurer_->start(usec);
 }
 
-void shutdown_shim::wait_for_forwarded_signals() {
-  passed_on_.async_wait([this](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    if (signal == SIGCHLD) {
-      child_->reap_all();
-    } else if (child_->running()) {
-      log_.info("passing a signal on to the child", {{"signal", signal_name(signal)}});
-      child_->send_signal(signal);
+void shutdown_shim::carry_out(const seq::action& a) {
+  using kind = seq::action::kind;
+  switch (a.what) {
+    case kind::become_unready: {
+      status_.draining_since = std::chrono::system_clock::now() - (clock::now() - a.at);
+      status_.drain_cause = a.cause;
+      log_fields fields;
+      if (a.event == event_kind::ShutdownResumed) {
+        for (pid_t pid : signalled_) fields.emplace_back("target_pid", std::to_string(pid));
+      }
+      // Stamped with the moment the drain is counted from, not the (later) moment of writing:
+      // the event log must show a hold of at least the drain.
+      events_.record(a.event.value_or(event_kind::ShutdownInitiated), a.cause, a.message, fields,
+                     a.at);
+      if (a.event != event_kind::ShutdownResumed) remember_shutdown(a);
+      break;
     }
-    wait_for_forwarded_signals();
-  });
-}
-
-void shutdown_shim::on_trigger_signal(int signal) {
-  auto kind = signal == SIGINT ? seq::trigger_kind::sigint : seq::trigger_kind::sigterm;
-  std::string cause = signal_name(signal);
-  auto decision = seq::forward_decision::ask_system_state;
-  std::string why;
-  switch (cfg_.forward_on_sigterm) {
-    case forward_policy::always:
-      decision = seq::forward_decision::forward;
-      why = "--forward-on-sigterm=always";
+    case kind::become_ready:
+      log_.notice("ready again", {{"why", a.message}});
       break;
-    case forward_policy::never:
-      decision = seq::forward_decision::skip;
-      why = "--forward-on-sigterm=never";
+    case kind::notify_stopping:
+      sd_notify(0, "STOPPING=1");
       break;
-    case forward_policy::automatic:
-      if (cfg_.target.wrapper()) {
-        decision = seq::forward_decision::forward;
-        why = "wrapper mode: the shim's stop is the container's stop";
-      } else if (!inhibitor_) {
-        decision = seq::forward_decision::skip;
-        why = "--inhibit=off: PID 1 cannot be asked, so the stop is taken for the shim's alone";
+    case kind::ask_system_state:
+      ask_system_state();
+      break;
+    case kind::forward_signal:
+      forward_signal();
+      break;
+    case kind::watch_target:
+      target_backoff_.reset();
+      watch_for_target();
+      break;
+    case kind::arm_timer:
+      hold_timer_.expires_at(a.at);
+      hold_timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) runner_.feed([now = clock::now()](seq& s) { return s.timer_expired(now); });
+      });
+      break;
+    case kind::cancel_timer:
+      hold_timer_.cancel();
+      break;
+    case kind::release_inhibitor:
+      if (inhibitor_) {
+        inhibitor_->release();
       } else {
-        why = "attach mode: forwarding only if PID 1's manager is stopping";
+        events_.record(event_kind::InhibitorReleased, "hold over",
+                       "hold over (--inhibit=off: no lock to release)");
+      }
+      break;
+    case kind::retake_inhibitor:
+      // Only a cancel asks for this: the shutdown is over without a reboot.
+      forget_shutdown();
+      if (inhibitor_) inhibitor_->retake();
+      break;
+    case kind::exit:
+      request_exit();
+      break;
+    case kind::note:
+      if (a.event) {
+        events_.record(*a.event, a.message, a.message);
+      } else {
+        log_.info(a.message);
       }
       break;
   }
-  log_.notice("received " + cause, {{"forward", why}});
-  apply(sequence_.trigger(clock::now(), kind, cause, decision));
 }
 
-void shutdown_shim::apply(const seq::actions& actions) {
-  using kind = seq::action::kind;
-  for (const auto& a : actions) {
-    switch (a.what) {
-      case kind::become_unready:
-        status_.draining_since = std::chrono::system_clock::now();
-        status_.drain_cause = a.cause;
-        // Stamped with the moment the drain is counted from, not the (later) moment of writing:
-        // the event log must show a hold of at least the drain.
-        events_.record(event_kind::ShutdownInitiated, a.cause, a.message, {}, a.at);
-        break;
-      case kind::become_ready:
-        log_.notice("ready again", {{"why", a.message}});
-        break;
-      case kind::notify_stopping:
-        sd_notify(0, "STOPPING=1");
-        break;
-      case kind::ask_system_state:
-        inhibitor_->query_system_state(
-            [this](std::optional<std::string> state, const std::string& error) {
-              if (!state) log_.warning("could not read PID 1's SystemState", {{"error", error}});
-              std::string s = state.value_or("unknown");
-              apply(sequence_.system_state(clock::now(), s == "stopping", s));
-            });
-        break;
-      case kind::forward_signal:
-        forward_signal();
-        break;
-      case kind::watch_target:
-        target_backoff_.reset();
-        watch_for_target();
-        break;
-      case kind::arm_timer:
-        hold_timer_.expires_at(a.at);
-        hold_timer_.async_wait([this](const boost::system::error_code& ec) {
-          if (!ec) apply(sequence_.timer_expired(clock::now()));
-        });
-        break;
-      case kind::cancel_timer:
-        hold_timer_.cancel();
-        break;
-      case kind::release_inhibitor:
-        if (inhibitor_) {
-          inhibitor_->release("hold over");
-        } else {
-          events_.record(event_kind::InhibitorReleased, "hold over",
-                         "hold over (--inhibit=off: no lock to release)");
-        }
-        break;
-      case kind::retake_inhibitor:
-        if (inhibitor_) inhibitor_->retake();
-        break;
-      case kind::exit:
-        if (child_ && child_->running()) {
-          exit_pending_ = true;
-          log_.info("waiting for the child to exit", {{"pid", std::to_string(child_->pid())}});
-        } else if (child_) {
-          finish({shim_outcome::kind::child_exited, child_->exit_code().value_or(0), {}});
-        } else {
-          finish({});
-        }
-        break;
-      case kind::note:
-        if (a.event) {
-          events_.record(*a.event, a.message, a.message);
-        } else {
-          log_.info(a.message);
-        }
-        break;
-    }
-  }
-  status_.draining = sequence_.draining();
-  status_.waiting_for_target = sequence_.waiting_for_target();
+void shutdown_shim::settled() {
+  const auto& sequence = runner_.sequence();
+  status_.draining = sequence.draining();
+  status_.waiting_for_target = sequence.waiting_for_target();
   if (!status_.draining) {
     status_.draining_since.reset();
     status_.drain_cause.clear();
@@ -279,105 +458,152 @@ void shutdown_shim::apply(const seq::actions& actions) {
   notify_status();
 }
 
+void shutdown_shim::request_exit() {
+  if (child_ && child_->running()) {
+    exit_pending_ = true;
+    log_.info("waiting for the child to exit", {{"pid", std::to_string(child_->pid())}});
+  } else if (child_) {
+    finish({shim_outcome::kind::child_exited, child_->exit_code().value_or(0), {}});
+  } else {
+    finish({});
+  }
+}
+
+void shutdown_shim::ask_system_state() {
+  manager_->system_state([this](const result<std::string>& state) {
+    if (!state) log_.warning("could not read PID 1's SystemState", {{"error", state.error()}});
+    const std::string text = state ? state.value() : "unknown";
+    runner_.feed([now = clock::now(), text](seq& s) {
+      return s.system_state(now, text == "stopping", text);
+    });
+  });
+}
+
 void shutdown_shim::forward_signal() {
+  if (child_) return signal_child();
+  signal_attached();
+}
+
+void shutdown_shim::signal_child() {
   const std::string sig = signal_name(cfg_.signal);
-  if (child_) {
-    if (!child_->running()) return no_target("the child has already exited");
-    if (child_signalled_) {
-      log_.notice("the child already had its signal; not sending another");
-      return;
-    }
-    if (child_->send_signal(cfg_.signal)) {
-      child_signalled_ = true;
-      ++status_.signals_forwarded;
-      events_.record(event_kind::SignalForwarded, status_.drain_cause,
-                     "sent " + sig + " to the child",
-                     {{"target_pid", std::to_string(child_->pid())}, {"signal", sig}});
-    }
+  const auto missed = [this](std::string why) {
+    runner_.feed([now = clock::now(), why](seq& s) { return s.no_target(now, why); });
+  };
+  if (!child_->running()) return missed("the child has already exited");
+  if (child_signalled_) {
+    log_.notice("the child already had its signal; not sending another");
     return;
   }
+  if (!child_->send_signal(cfg_.signal)) return missed("the child has already exited");
+  child_signalled_ = true;
+  ++status_.signals_forwarded;
+  events_.record(event_kind::SignalForwarded, status_.drain_cause, "sent " + sig + " to the child",
+                 {{"target_pid", std::to_string(child_->pid())}, {"signal", sig}});
+}
 
-  auto found = resolve_target(cfg_.target);
+void shutdown_shim::signal_attached() {
+  const std::string sig = signal_name(cfg_.signal);
+  const auto found = resolve_target(cfg_.target);
   int sent = 0;
   for (pid_t pid : found.pids) {
-    if (signalled_.count(pid)) {
-      log_.notice("already signalled and still running; not sending another",
-                  {{"pid", std::to_string(pid)}});
+    const auto identity = identify_process(pid);
+    if (signalled_.count(pid) || (identity && shutdown_.was_signalled(*identity))) {
+      log_.notice(
+          "already signalled (by this run or an earlier one) and still running; not "
+          "sending another",
+          {{"pid", std::to_string(pid)}});
       continue;
     }
     try {
       auto process = process_handle::open(pid);
-      if (!process || !process->send_signal(cfg_.signal)) continue;
+      if (!process || !identity) continue;
+      // Recorded before it is sent: a crash in between loses a signal rather than sending two.
+      shutdown_.signalled.push_back({*identity, monotonic_us(clock::now()), cfg_.signal});
+      save_record();
+      if (!process->send_signal(cfg_.signal)) continue;
       ++sent;
       ++status_.signals_forwarded;
       signalled_.insert(pid);
       events_.record(event_kind::SignalForwarded, status_.drain_cause,
                      fmt::format("sent {} to {}", sig, target_description()),
                      {{"target_pid", std::to_string(pid)}, {"signal", sig}});
-      watcher_.watch(std::move(*process), [this](pid_t gone) {
-        signalled_.erase(gone);
-        events_.record(event_kind::TargetExited, "pidfd", "the target exited",
-                       {{"target_pid", std::to_string(gone)}});
-        if (signalled_.empty()) apply(sequence_.target_exited(clock::now(), "the target exited"));
-      });
+      watch_attached(std::move(*process));
     } catch (const std::system_error& e) {
       log_.error("could not signal the target",
                  {{"pid", std::to_string(pid)}, {"error", e.what()}});
     }
   }
   if (sent == 0 && signalled_.empty()) {
-    no_target(found.pids.empty() ? found.reason : "every target had exited before the signal");
+    const std::string why =
+        found.pids.empty() ? found.reason : "every target had exited before the signal";
+    log_.warning("no target to signal", {{"target", target_description()}, {"reason", why}});
+    runner_.feed([now = clock::now(), why](seq& s) { return s.no_target(now, why); });
   }
 }
 
-void shutdown_shim::no_target(const std::string& why) {
-  log_.warning("no target to signal", {{"target", target_description()}, {"reason", why}});
-  // Not from inside the actions being applied: the sequence must finish this step first.
-  asio::post(io_, [this, why] { apply(sequence_.target_exited(clock::now(), why)); });
+void shutdown_shim::watch_attached(process_handle process) {
+  signalled_.insert(process.pid());
+  watcher_.watch(std::move(process), [this](pid_t gone) {
+    signalled_.erase(gone);
+    events_.record(event_kind::TargetExited, "pidfd", "the target exited",
+                   {{"target_pid", std::to_string(gone)}});
+    if (signalled_.empty()) {
+      runner_.feed(
+          [now = clock::now()](seq& s) { return s.target_exited(now, "the target exited"); });
+    }
+  });
 }
 
 void shutdown_shim::watch_for_target() {
-  auto found = resolve_target(cfg_.target);
-  if (!found.pids.empty()) {
-    log_.notice("a target is running again", {{"pid", std::to_string(found.pids.front())}});
-    apply(sequence_.target_running());
+  // A process that had the signal is on its way out, however long it still serves: only a new
+  // one makes the node ready again (the old one was once taken for a new one: faults suite).
+  for (pid_t pid : resolve_target(cfg_.target).pids) {
+    const auto identity = identify_process(pid);
+    if (!identity || signalled_.count(pid) || shutdown_.was_signalled(*identity)) continue;
+    log_.notice("a target is running again", {{"pid", std::to_string(pid)}});
+    runner_.feed([](seq& s) { return s.target_running(); });
     return;
   }
   target_timer_.expires_after(target_backoff_.next());
   target_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec && sequence_.waiting_for_target()) watch_for_target();
+    if (!ec && runner_.sequence().waiting_for_target()) watch_for_target();
   });
 }
 
 void shutdown_shim::on_child_exit(int code) {
+  const std::string detail = fmt::format("the child exited with {}", code);
   events_.record(
-      event_kind::TargetExited, "child", fmt::format("the child exited with {}", code),
+      event_kind::TargetExited, "child", detail,
       {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
-  apply(sequence_.target_exited(clock::now(), fmt::format("the child exited with {}", code)));
+  runner_.feed([now = clock::now(), detail](seq& s) { return s.target_exited(now, detail); });
   if (exit_pending_) finish({shim_outcome::kind::child_exited, code, {}});
 }
 
-void shutdown_shim::notify_status() {
-  std::string text;
-  if (status_.draining) {
-    text = status_.inhibitor == shim_status::inhibitor_state::released
-               ? "hold over, unready: " + status_.drain_cause
-               : "draining, reboot on hold: " + status_.drain_cause;
-  } else if (status_.waiting_for_target) {
-    text = "shutdown cancelled; waiting for the target to run again";
-  } else if (status_.ready()) {
-    text = status_.inhibitor == shim_status::inhibitor_state::held
-               ? "ready; holding a logind delay lock"
-               : "ready; no logind lock (" +
-                     (status_.inhibitor_detail.empty() ? std::string("--inhibit=off")
-                                                       : status_.inhibitor_detail) +
-                     ")";
-  } else {
-    text = "starting";
-  }
-  if (status_.logind_delay_too_short()) text += "; WARNING: logind InhibitDelayMaxSec too short";
-  sd_notify(0, ("STATUS=" + text).c_str());
+void shutdown_shim::remember_shutdown(const seq::action& unready) {
+  if (!record_.enabled()) return;
+  shutdown_.unready_us = monotonic_us(unready.at);
+  shutdown_.cause = unready.cause;
+  save_record();
 }
+
+void shutdown_shim::forget_shutdown() {
+  resumable_ = false;
+  if (!record_.enabled() || !shutdown_.unready_us) return;
+  shutdown_.unready_us.reset();
+  shutdown_.cause.clear();
+  save_record();
+}
+
+void shutdown_shim::save_record() {
+  if (auto saved = record_.save(shutdown_); !saved) {
+    log_.warning(
+        "could not keep the record of signalled processes; a restart mid-hold may "
+        "signal again",
+        {{"error", saved.error()}});
+  }
+}
+
+void shutdown_shim::notify_status() { sd_notify(0, ("STATUS=" + status_line(status_)).c_str()); }
 
 // Only the loop turning counts as healthy: a lost bus or a missing target is retried on the loop
 // and reported, and a restart by the watchdog would only drop the lock. So nothing else stops the
@@ -407,9 +633,11 @@ void shutdown_shim::ping_watchdog() {
 void shutdown_shim::finish(shim_outcome outcome) {
   if (outcome_) return;
   outcome_ = std::move(outcome);
+  // Nothing the sequence still has queued is carried out now.
+  runner_.halt();
   server_.stop();
   triggers_.cancel();
-  passed_on_.cancel();
+  strays_.cancel();
   hold_timer_.cancel();
   target_timer_.cancel();
   watchdog_timer_.cancel();

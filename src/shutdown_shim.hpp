@@ -9,14 +9,17 @@
 #include <string>
 
 #include "backoff.hpp"
+#include "bus_link.hpp"
 #include "child_process.hpp"
 #include "config.hpp"
 #include "event_log.hpp"
 #include "inhibit_delay_ensurer.hpp"
 #include "logind_inhibitor.hpp"
 #include "readiness_server.hpp"
+#include "sequence_runner.hpp"
 #include "shim_status.hpp"
-#include "shutdown_sequence.hpp"
+#include "signal_record.hpp"
+#include "systemd_manager.hpp"
 #include "target.hpp"
 
 namespace shim {
@@ -34,8 +37,10 @@ struct shim_outcome {
   std::string error;
 };
 
-// The daemon: the shutdown_sequence state machine with its edges (logind, signals, timers, the
-// target, the HTTP server, sd_notify), all on one io_context.
+// The daemon: the shutdown_sequence state machine (through sequence_runner) with its edges:
+// the system bus (bus_link, logind_inhibitor, systemd_manager, inhibit_delay_ensurer), signals,
+// timers, the target, the HTTP server and sd_notify, all on one io_context. The edges report
+// through handlers; this class alone writes shim_status.
 class shutdown_shim {
  public:
   shutdown_shim(boost::asio::io_context& io, const config& cfg, logger& log,
@@ -44,7 +49,7 @@ class shutdown_shim {
   shutdown_shim(const shutdown_shim&) = delete;
   shutdown_shim& operator=(const shutdown_shim&) = delete;
 
-  // Binds the listeners, starts the child (wrapper mode) and the inhibitor, installs the signal
+  // Binds the listeners, starts the child (wrapper mode) and the bus, installs the signal
   // handlers. Throws std::system_error when something cannot be started.
   void start();
 
@@ -54,18 +59,39 @@ class shutdown_shim {
   const shim_status& status() const { return status_; }
 
  private:
-  using clock = shutdown_sequence::clock;
+  using seq = shutdown_sequence;
+  using clock = seq::clock;
 
-  void apply(const shutdown_sequence::actions& actions);
+  // The state machine's side.
+  void carry_out(const seq::action& a);
+  void settled();
   void forward_signal();
-  void no_target(const std::string& why);
+  void signal_child();
+  void signal_attached();
+  void watch_attached(process_handle process);
   void watch_for_target();
+  void ask_system_state();
+  void request_exit();
+  void remember_shutdown(const seq::action& unready);
+  void forget_shutdown();
+  void save_record();
+
+  // What the edges report.
+  void on_prepare_for_shutdown(bool active, const std::string& cause);
+  void on_preparing_read(bool preparing);
+  void on_lock_changed(logind_inhibitor::lock_state state, const std::string& detail);
+  void on_first_attempt(const result<>& outcome);
+  void on_inhibit_delay(std::uint64_t usec);
+  void on_bus_lost(const std::string& why);
   void on_trigger_signal(int signal);
+  void on_stray_signal(int signal);
   void on_child_exit(int code);
-  void on_inhibitor_ready(const std::string& error);
+
+  void start_bus();
   void start_child();
-  void wait_for_signals();
-  void wait_for_forwarded_signals();
+  void install_signal_handlers();
+  void wait_for_triggers();
+  void wait_for_strays();
   void notify_status();
   void start_watchdog();
   void ping_watchdog();
@@ -77,17 +103,28 @@ class shutdown_shim {
   logger& log_;
   event_recorder& events_;
   shim_status status_;
-  shutdown_sequence sequence_;
+  sequence_runner runner_;
   readiness_server server_;
+
+  // The system bus: absent with --inhibit=off.
+  std::unique_ptr<bus_link> bus_;
   std::unique_ptr<logind_inhibitor> inhibitor_;
+  std::unique_ptr<systemd_manager> manager_;
   std::unique_ptr<inhibit_delay_ensurer> ensurer_;
+  bool bus_was_lost_ = false;
+  bool first_attempt_done_ = false;
+
+  // The target: the child (wrapper mode), or processes found in attach mode.
   std::unique_ptr<child_process> child_;
   bool child_signalled_ = false;
   exit_watcher watcher_;
-  std::set<pid_t> signalled_;  // attach targets signalled and not yet exited: never signalled twice
-  boost::asio::signal_set triggers_;
-  boost::asio::signal_set
-      passed_on_;  // wrapper mode: passed on to the child (and SIGCHLD as PID 1)
+  std::set<pid_t> signalled_;  // attach targets signalled and not yet exited
+  signal_record record_;
+  shutdown_record shutdown_;  // what record_ holds
+  bool resumable_ = false;    // shutdown_ came from an earlier run, with a shutdown under way
+
+  boost::asio::signal_set triggers_;  // SIGTERM, SIGINT: the shutdown sequence
+  boost::asio::signal_set strays_;    // everything else that would kill or stop the shim
   boost::asio::steady_timer hold_timer_;
   boost::asio::steady_timer target_timer_;
   boost::asio::steady_timer watchdog_timer_;

@@ -22,6 +22,7 @@ import yaml
 SHIM_DEFAULT_DRAIN_S = 70
 SHIM_DEFAULT_EXIT_TIMEOUT_S = 65
 SHIM_DEFAULT_PORT = 6080
+DEFAULT_STATE_DIR = "/run/shutdown-shim"
 DEFAULT_LOGIND_CONF_DIR = "/etc/systemd/logind.conf.d"
 DBUS_SOCKET = "/run/dbus/system_bus_socket"
 # Drop-ins our zz- file has to sort after. unattended-upgrades 2.9.1 (Debian 12) ships the first
@@ -204,7 +205,9 @@ def check_unit(args):
                       ("LockPersonality", "yes"), ("MemoryDenyWriteExecute", "yes"),
                       ("RestrictNamespaces", "yes"), ("RestrictSUIDSGID", "yes"),
                       ("SystemCallFilter", "@system-service"),
-                      ("LogsDirectory", "shutdown-shim")]:
+                      ("LogsDirectory", "shutdown-shim"), ("RuntimeDirectory", "shutdown-shim"),
+                      # A crash and its Restart= must keep the record of what was signalled.
+                      ("RuntimeDirectoryPreserve", "restart")]:
         p.check(one(key) == want, f"[Service] {key}={one(key)}, want {want}")
     p.check(set((one("RestrictAddressFamilies") or "").split()) == {"AF_UNIX", "AF_INET",
                                                                      "AF_INET6"},
@@ -444,6 +447,16 @@ def check_pod_spec(p, where, kind, spec, shim_binary):
         log_dir = os.path.dirname(flags["--event-log"][0])
         p.check(host_mount(log_dir, writable=True) is not None,
                 f"{where}: the event log's {log_dir} is not a writable hostPath (lost at reboot)")
+    if mode != "wrapper":
+        # The record of what was signalled must outlive a restart of the container (a read-only
+        # root has no /run of its own) and must not outlive the boot.
+        state_dir = flags.get("--state-dir", [DEFAULT_STATE_DIR])[0]
+        state = [m for m in shim.get("volumeMounts", []) if m.get("mountPath") == state_dir]
+        empty_dir = (volumes.get(state[0]["name"]) or {}).get("emptyDir") if state else None
+        p.check(empty_dir is not None and empty_dir.get("medium") == "Memory" and
+                not state[0].get("readOnly"),
+                f"{where}: {state_dir} is not a writable memory emptyDir (a restarted container "
+                "would signal kube-apiserver again)")
     return mode
 
 

@@ -111,5 +111,40 @@ TEST(ShimStatus, EnsureOutcomeShowsInTheLogindCheck) {
   EXPECT_EQ(check->detail, "raised from 5s to 2m29s by /etc/x.conf");
 }
 
+// The STATUS= line that `systemctl status` shows, in each state the daemon can be in.
+TEST(ShimStatus, StatusLineSaysWhatTheShimIsDoing) {
+  struct row {
+    std::string name;
+    shim_status status;
+    std::string want;
+  };
+  auto draining = bound(state::held);
+  draining.draining = true;
+  draining.drain_cause = "PrepareForShutdown(true) from :1.3";
+  auto released = draining;
+  released.inhibitor = state::released;
+  auto waiting = bound(state::held);
+  waiting.waiting_for_target = true;
+  auto retrying = bound(state::retrying);
+  retrying.inhibitor_detail = "the system bus is down: Connection reset by peer";
+  auto short_delay = bound(state::held);
+  short_delay.hold_needed = std::chrono::seconds(135);
+  short_delay.logind_delay_max_usec = 5'000'000;
+  shim_status starting;
+  const std::vector<row> rows = {
+      {"held", bound(state::held), "ready; holding a logind delay lock"},
+      {"off", bound(state::disabled), "ready; no logind lock (--inhibit=off)"},
+      {"retrying", retrying,
+       "ready; no logind lock (the system bus is down: Connection reset by peer)"},
+      {"draining", draining, "draining, reboot on hold: PrepareForShutdown(true) from :1.3"},
+      {"released", released, "hold over, unready: PrepareForShutdown(true) from :1.3"},
+      {"waiting", waiting, "shutdown cancelled; waiting for the target to run again"},
+      {"starting", starting, "starting"},
+      {"too short", short_delay,
+       "ready; holding a logind delay lock; WARNING: logind InhibitDelayMaxSec too short"},
+  };
+  for (const auto& r : rows) EXPECT_EQ(status_line(r.status), r.want) << r.name;
+}
+
 }  // namespace
 }  // namespace shim

@@ -65,7 +65,7 @@ struct fake_edges {
           break;
         case kind::become_unready:
           ++unreadies;
-          events.push_back(event_kind::ShutdownInitiated);
+          events.push_back(a.event.value_or(event_kind::ShutdownInitiated));
           break;
         case kind::ask_system_state:
           ++asks;
@@ -92,7 +92,7 @@ struct fake_edges {
     }
     now = t;
   }
-  void pfs(tp t) {
+  void prepare_for_shutdown(tp t) {
     at(t);
     apply(machine.trigger(now, seq::trigger_kind::prepare_for_shutdown, "PrepareForShutdown(true)",
                           seq::forward_decision::forward));
@@ -109,6 +109,14 @@ struct fake_edges {
     at(t);
     apply(machine.target_exited(now, "target exited"));
   }
+  void no_target(tp t) {
+    at(t);
+    apply(machine.no_target(now, "no process named kube-apiserver"));
+  }
+  void resume(tp t, tp unready_at, bool target_running) {
+    at(t);
+    apply(machine.resume(now, unready_at, "PrepareForShutdown(true) from :1.3", target_running));
+  }
   void run_timers() {
     while (timer) at(*timer);
   }
@@ -116,12 +124,16 @@ struct fake_edges {
 
 seq::settings attach(std::chrono::seconds drain = 3s, std::chrono::seconds signal = 0s,
                      std::chrono::seconds exit = 5s) {
-  return {drain, signal, exit, true, false};
+  return {.drain_delay = drain, .signal_delay = signal, .exit_timeout = exit, .has_target = true};
+}
+
+seq::settings wrapper() {
+  return {.drain_delay = 3s, .exit_timeout = 5s, .has_target = true, .wrapper = true};
 }
 
 TEST(ShutdownSequence, PrepareForShutdownTurnsUnreadyAndSignalsAtOnce) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   EXPECT_TRUE(e.machine.draining());
   EXPECT_EQ(e.unreadies, 1);
   EXPECT_EQ(e.signals, 1);
@@ -147,7 +159,7 @@ TEST(ShutdownSequence, UnreadyCarriesTheMomentTheDrainCountsFrom) {
 
 TEST(ShutdownSequence, HoldEndsAtDrainWhenTargetExitedEarly) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   EXPECT_EQ(e.releases, 0) << "the drain delay must pass first";
   e.run_timers();
@@ -161,7 +173,7 @@ TEST(ShutdownSequence, HoldEndsAtDrainWhenTargetExitedEarly) {
 
 TEST(ShutdownSequence, HoldExtendsUntilTargetExits) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.at(t0 + 3s);
   EXPECT_EQ(e.releases, 0);
   ASSERT_TRUE(e.timer);
@@ -173,7 +185,7 @@ TEST(ShutdownSequence, HoldExtendsUntilTargetExits) {
 
 TEST(ShutdownSequence, ExitTimeoutBoundsTheHold) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.run_timers();
   EXPECT_EQ(e.released_at, t0 + 8s);
   e.target_exit(t0 + 20s);
@@ -182,7 +194,7 @@ TEST(ShutdownSequence, ExitTimeoutBoundsTheHold) {
 
 TEST(ShutdownSequence, SignalDelayDelaysTheSignal) {
   fake_edges e(attach(3s, 1s));
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   EXPECT_EQ(e.signals, 0);
   EXPECT_EQ(*e.timer, t0 + 1s);
   e.at(t0 + 1s);
@@ -193,7 +205,7 @@ TEST(ShutdownSequence, SignalDelayDelaysTheSignal) {
 TEST(ShutdownSequence, NeverReleasesBeforeTheSignal) {
   // A signal delay longer than drain + exit-timeout: the hold lasts until the signal went out.
   fake_edges e(attach(1s, 10s, 2s));
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.run_timers();
   EXPECT_EQ(e.signal_at, t0 + 10s);
   EXPECT_EQ(e.released_at, t0 + 10s);
@@ -201,12 +213,12 @@ TEST(ShutdownSequence, NeverReleasesBeforeTheSignal) {
 
 TEST(ShutdownSequence, OnlyOneSignalWhateverArrives) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.sigterm(t0 + 1s);
   e.sigterm(t0 + 1s);
   e.apply(e.machine.trigger(e.now, seq::trigger_kind::sigint, "SIGINT",
                             seq::forward_decision::forward));
-  e.pfs(t0 + 2s);
+  e.prepare_for_shutdown(t0 + 2s);
   e.run_timers();
   EXPECT_EQ(e.signals, 1);
   EXPECT_EQ(e.unreadies, 1);
@@ -215,7 +227,7 @@ TEST(ShutdownSequence, OnlyOneSignalWhateverArrives) {
 
 TEST(ShutdownSequence, StoppingIsNotifiedOnlyWhenTheShimWillExit) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   e.run_timers();
   EXPECT_EQ(e.stoppings, 0) << "after PrepareForShutdown the shim stays up: no STOPPING=1";
@@ -225,13 +237,13 @@ TEST(ShutdownSequence, StoppingIsNotifiedOnlyWhenTheShimWillExit) {
 
   fake_edges f(attach());
   f.sigterm(t0);
-  f.pfs(t0 + 1s);
+  f.prepare_for_shutdown(t0 + 1s);
   EXPECT_EQ(f.stoppings, 1);
 }
 
 TEST(ShutdownSequence, SigtermAfterTheHoldExits) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   e.run_timers();
   EXPECT_EQ(e.exits, 0);
@@ -242,7 +254,7 @@ TEST(ShutdownSequence, SigtermAfterTheHoldExits) {
 
 TEST(ShutdownSequence, CancelBeforeSignalBecomesReadyAgain) {
   fake_edges e(attach(3s, 2s));
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
   EXPECT_FALSE(e.machine.draining());
   EXPECT_EQ(e.readies, 1);
@@ -257,7 +269,7 @@ TEST(ShutdownSequence, CancelBeforeSignalBecomesReadyAgain) {
 
 TEST(ShutdownSequence, CancelAfterSignalWaitsForTheTarget) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
   EXPECT_FALSE(e.machine.draining());
   EXPECT_TRUE(e.machine.waiting_for_target());
@@ -270,7 +282,7 @@ TEST(ShutdownSequence, CancelAfterSignalWaitsForTheTarget) {
 
 TEST(ShutdownSequence, CancelAfterReleaseRetakesTheLock) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   e.run_timers();
   EXPECT_EQ(e.releases, 1);
@@ -281,10 +293,10 @@ TEST(ShutdownSequence, CancelAfterReleaseRetakesTheLock) {
 
 TEST(ShutdownSequence, NextShutdownAfterCancelSignalsAgain) {
   fake_edges e(attach());
-  e.pfs(t0);
+  e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
   e.apply(e.machine.target_running());
-  e.pfs(t0 + 10s);
+  e.prepare_for_shutdown(t0 + 10s);
   EXPECT_EQ(e.signals, 2) << "a new shutdown, a new signal";
   e.run_timers();
   EXPECT_EQ(e.released_at, t0 + 18s);
@@ -328,7 +340,7 @@ TEST(ShutdownSequence, SigtermWhileSystemStoppingForwardsAndHolds) {
 TEST(ShutdownSequence, PrepareForShutdownSettlesAPendingDecision) {
   fake_edges e(attach());
   e.sigterm(t0, seq::forward_decision::ask_system_state);
-  e.pfs(t0 + 1ms);
+  e.prepare_for_shutdown(t0 + 1ms);
   EXPECT_EQ(e.signals, 1);
   e.apply(e.machine.system_state(t0 + 5ms, false, "running"));
   EXPECT_EQ(e.releases, 0) << "a late answer does not undo the decision";
@@ -344,15 +356,15 @@ TEST(ShutdownSequence, ForwardNeverReleasesAndExits) {
 }
 
 TEST(ShutdownSequence, NoTargetOnlyHoldsForTheDrain) {
-  fake_edges e({3s, 0s, 5s, false, false});
-  e.pfs(t0);
+  fake_edges e({.drain_delay = 3s, .exit_timeout = 5s});
+  e.prepare_for_shutdown(t0);
   EXPECT_EQ(e.signals, 0);
   e.run_timers();
   EXPECT_EQ(e.released_at, t0 + 3s);
 }
 
 TEST(ShutdownSequence, WrapperChildExitingOnItsOwnEndsTheShim) {
-  fake_edges e({3s, 0s, 5s, true, true});
+  fake_edges e(wrapper());
   e.target_exit(t0);
   EXPECT_EQ(e.unreadies, 1);
   EXPECT_EQ(e.exits, 1);
@@ -360,8 +372,8 @@ TEST(ShutdownSequence, WrapperChildExitingOnItsOwnEndsTheShim) {
 }
 
 TEST(ShutdownSequence, WrapperExitsAfterTheHoldOnceTheChildIsGone) {
-  fake_edges e({3s, 0s, 5s, true, true});
-  e.pfs(t0);
+  fake_edges e(wrapper());
+  e.prepare_for_shutdown(t0);
   e.target_exit(t0 + 1s);
   EXPECT_EQ(e.exits, 0) << "the load balancer still needs the drain";
   e.run_timers();
@@ -370,31 +382,163 @@ TEST(ShutdownSequence, WrapperExitsAfterTheHoldOnceTheChildIsGone) {
 }
 
 TEST(ShutdownSequence, WrapperCancelAfterSignalExitsWithTheChild) {
-  fake_edges e({3s, 0s, 5s, true, true});
-  e.pfs(t0);
+  fake_edges e(wrapper());
+  e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
   EXPECT_EQ(e.exits, 0);
   e.target_exit(t0 + 2s);
   EXPECT_EQ(e.exits, 1);
 }
 
+// Faults suite item 8: with no target at signal time, a cancel left /readyz 503 for good, waiting
+// for a target that never had the signal.
+TEST(ShutdownSequence, NoTargetThenCancelIsReadyAgain) {
+  fake_edges e(attach());
+  e.prepare_for_shutdown(t0);
+  EXPECT_EQ(e.signals, 1);
+  e.no_target(t0);
+  e.cancel(t0 + 1s);
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_EQ(e.watches, 0);
+  EXPECT_EQ(e.retakes, 1);
+  EXPECT_FALSE(e.machine.draining());
+  EXPECT_FALSE(e.machine.waiting_for_target());
+  EXPECT_FALSE(e.timer);
+}
+
+TEST(ShutdownSequence, NoTargetStillHoldsTheDrain) {
+  fake_edges e(attach());
+  e.prepare_for_shutdown(t0);
+  e.no_target(t0);
+  EXPECT_EQ(e.releases, 0);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+}
+
+TEST(ShutdownSequence, NoTargetAfterTheHoldChangesNothing) {
+  fake_edges e(attach());
+  e.no_target(t0);
+  EXPECT_EQ(e.unreadies, 0);
+  EXPECT_FALSE(e.machine.draining());
+}
+
+// Faults suite item 3: a restarted shim resumes the hold of the shutdown its earlier run signalled
+// for, with the drain that is left, and sends no second signal.
+TEST(ShutdownSequence, ResumeHoldsTheRemainingDrainWithoutASignal) {
+  fake_edges e(attach(3s, 0s, 5s));
+  e.resume(t0 + 2s, t0, /*target_running=*/false);
+  EXPECT_TRUE(e.machine.draining());
+  EXPECT_EQ(e.unreadies, 1);
+  ASSERT_FALSE(e.events.empty());
+  EXPECT_EQ(e.events.back(), event_kind::ShutdownResumed);
+  EXPECT_EQ(e.signals, 0);
+  ASSERT_TRUE(e.timer);
+  EXPECT_EQ(*e.timer, t0 + 3s);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(e.exits, 0) << "PrepareForShutdown: the shim stays until the reboot";
+}
+
+TEST(ShutdownSequence, ResumeWaitsForARunningTargetUpToTheExitTimeout) {
+  fake_edges e(attach(3s, 0s, 5s));
+  e.resume(t0 + 1s, t0, /*target_running=*/true);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 8s);
+  EXPECT_EQ(e.signals, 0);
+}
+
+TEST(ShutdownSequence, ResumeMarksTheEventAsResumed) {
+  seq machine(attach());
+  const auto out = machine.resume(t0 + 1s, t0, "PreparingForShutdown=true", true);
+  const auto unready = std::find_if(out.begin(), out.end(),
+                                    [](const auto& a) { return a.what == kind::become_unready; });
+  ASSERT_NE(unready, out.end());
+  EXPECT_EQ(unready->event, event_kind::ShutdownResumed);
+  EXPECT_EQ(unready->at, t0) << "the drain counts from the earlier run's unready moment";
+}
+
+TEST(ShutdownSequence, ResumeNeverMovesTheDrainIntoTheFuture) {
+  fake_edges e(attach(3s, 0s, 5s));
+  e.resume(t0, t0 + 1h, false);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 3s);
+}
+
+TEST(ShutdownSequence, ResumeWhileDrainingChangesNothing) {
+  fake_edges e(attach());
+  e.prepare_for_shutdown(t0);
+  e.resume(t0 + 1s, t0 - 10s, false);
+  EXPECT_EQ(e.unreadies, 1);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 8s) << "the running target still bounds the hold";
+}
+
+TEST(ShutdownSequence, CancelAfterAResumedHoldWaitsForTheTarget) {
+  fake_edges e(attach());
+  e.resume(t0 + 1s, t0, true);
+  e.cancel(t0 + 2s);
+  EXPECT_EQ(e.watches, 1) << "the target had its signal from the earlier run";
+  EXPECT_EQ(e.readies, 0);
+}
+
+// Durations are bounded by the flags, but the machine itself never overflows: a time near the end
+// of the clock saturates (UBSan reported a signed overflow in chrono before).
+TEST(ShutdownSequence, TimeArithmeticSaturates) {
+  fake_edges e({.drain_delay = 24h, .signal_delay = 24h, .exit_timeout = 24h, .has_target = true});
+  const tp late = tp::max() - 1h;
+  e.prepare_for_shutdown(late);
+  ASSERT_TRUE(e.timer);
+  EXPECT_EQ(*e.timer, tp::max());
+}
+
+TEST(ShutdownSequence, SigtermForwardingPolicy) {
+  using fd = seq::forward_decision;
+  struct row {
+    forward_policy policy;
+    bool wrapper;
+    bool uses_bus;
+    fd want;
+  };
+  const row rows[] = {
+      {forward_policy::always, false, true, fd::forward},
+      {forward_policy::always, true, false, fd::forward},
+      {forward_policy::never, true, true, fd::skip},
+      {forward_policy::never, false, true, fd::skip},
+      {forward_policy::automatic, true, true, fd::forward},
+      {forward_policy::automatic, true, false, fd::forward},
+      {forward_policy::automatic, false, true, fd::ask_system_state},
+      {forward_policy::automatic, false, false, fd::skip},
+  };
+  for (const auto& r : rows) {
+    const auto got = seq::sigterm_forwarding(r.policy, r.wrapper, r.uses_bus);
+    EXPECT_EQ(got.decision, r.want) << "policy " << static_cast<int>(r.policy) << " wrapper "
+                                    << r.wrapper << " bus " << r.uses_bus;
+    EXPECT_FALSE(got.why.empty());
+  }
+}
+
 // Every ordering of the inputs that can reach the machine during one shutdown, with the timers
 // fired in between as the loop would: the invariants hold in all of them.
 TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
-  enum input { pfs, sigterm, cancel, exit_target, pfs_again };
+  enum input { prepare, sigterm, cancel, exit_target, prepare_again, missing };
   for (bool wrapper : {false, true}) {
     for (auto signal_delay : {0s, 1s, 4s}) {
-      std::vector<input> inputs{pfs, sigterm, cancel, exit_target, pfs_again};
+      std::vector<input> inputs{prepare, sigterm, cancel, exit_target, prepare_again, missing};
       std::sort(inputs.begin(), inputs.end());
       do {
         for (std::chrono::milliseconds step : {500ms, 2000ms}) {
-          fake_edges e({3s, signal_delay, 5s, true, wrapper});
+          fake_edges e({.drain_delay = 3s,
+                        .signal_delay = signal_delay,
+                        .exit_timeout = 5s,
+                        .has_target = true,
+                        .wrapper = wrapper});
           tp t = t0;
           for (input in : inputs) {
             switch (in) {
-              case pfs:
-              case pfs_again:
-                e.pfs(t);
+              case prepare:
+              case prepare_again:
+                e.prepare_for_shutdown(t);
                 break;
               case sigterm:
                 e.sigterm(t);
@@ -404,6 +548,9 @@ TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
                 break;
               case exit_target:
                 e.target_exit(t);
+                break;
+              case missing:
+                e.no_target(t);
                 break;
             }
             t += step;
