@@ -126,8 +126,8 @@ class node_sandbox {
   std::vector<std::string> child_environment(const std::vector<std::string>& extra = {}) const;
 
   // Starts a process of this node; its stdout and stderr go to log_path(name). It is killed when
-  // the sandbox is destroyed, if it is still running then.
-  // With user, it runs as that user instead of root.
+  // the sandbox is destroyed, if it is still running then. With user, it runs as that user
+  // instead of root.
   child_process& spawn(const std::string& name, const std::vector<std::string>& argv,
                        const std::vector<std::string>& extra_env = {},
                        std::optional<user_ids> user = std::nullopt);
@@ -154,7 +154,6 @@ class node_sandbox {
   // the same socket, waits for the manager's reconnect and starts logind again.
   void stop_dbus();
   void start_dbus_again();
-  bool dbus_running() const { return dbus_ != nullptr; }
 
   // The harness's own connection (re-opened by restart_dbus; don't keep the reference across it).
   private_bus& bus();
