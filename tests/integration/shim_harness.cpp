@@ -22,6 +22,27 @@ double ms_between(std::uint64_t from_us, std::uint64_t to_us) {
   return (static_cast<double>(to_us) - static_cast<double>(from_us)) / 1000.0;
 }
 
+std::optional<std::string> readyz_check_line(const std::string& body, const std::string& check) {
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    for (const char* mark : {"[+]", "[-]"}) {
+      const std::string head = mark + check + " ";
+      if (line.starts_with(head)) return line;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<double> metric_value(const std::string& body, const std::string& name) {
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
+  }
+  return std::nullopt;
+}
+
 // --- apiserver ----------------------------------------------------------------------------------
 
 std::vector<sandbox::timed_line> apiserver::signals() const {
@@ -214,10 +235,21 @@ shim ShimTest::start_shim(const shim_options& options, bool wait_ready) {
     s.argv.push_back("--");
     for (const auto& c : options.wrapped_command) s.argv.push_back(c);
   }
-  s.process = &sb().spawn("shutdown-shim", s.argv, options.extra_env);
+  s.env = options.extra_env;
+  s.process = &sb().spawn("shutdown-shim", s.argv, s.env);
   shims_.push_back(s);
   if (wait_ready && !wait_shim_ready(s)) {
     ADD_FAILURE() << "the shim did not become ready (/readyz 200) on port " << s.port;
+  }
+  return s;
+}
+
+shim ShimTest::restart_shim(const shim& old, bool wait_ready) {
+  shim s = old;
+  s.process = &sb().spawn("shutdown-shim", s.argv, s.env);
+  shims_.push_back(s);
+  if (wait_ready && !wait_shim_ready(s)) {
+    ADD_FAILURE() << "the restarted shim did not become ready (/readyz 200) on port " << s.port;
   }
   return s;
 }
@@ -275,8 +307,35 @@ bool ShimTest::wait_shim_ready(const shim& s, std::chrono::milliseconds timeout)
   }
 }
 
+std::optional<sandbox::http_result> ShimTest::wait_shim_answer(const shim& s,
+                                                               const std::string& target,
+                                                               std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  sandbox::http_client client(s.port);
+  for (;;) {
+    auto r = client.get(target, 1000ms);
+    if (r.ok) return r;
+    if (!s.process->running() || left_until(deadline).count() == 0) return std::nullopt;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
 bool ShimTest::wait_shim_lock(bool present, std::chrono::milliseconds timeout) {
   return sb().wait_for_inhibitor("shutdown-shim", present, timeout);
+}
+
+bool ShimTest::wait_shim_lock_of(const shim& s, std::chrono::milliseconds timeout) {
+  return sb().wait_for_inhibitor_of("shutdown-shim", s.process->pid(), timeout);
+}
+
+bool ShimTest::shim_lock_listed(const shim& s) {
+  for (const auto& i : sb().list_inhibitors()) {
+    if (i.who == "shutdown-shim" && i.mode == "delay" &&
+        static_cast<pid_t>(i.pid) == s.process->pid()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool ShimTest::wait_signal_count(const apiserver& a, std::size_t count,

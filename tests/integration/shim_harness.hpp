@@ -82,6 +82,7 @@ struct shim {
   std::filesystem::path event_log;
   std::filesystem::path log;
   std::vector<std::string> argv;
+  std::vector<std::string> env;  // shim_options::extra_env
 
   std::vector<sandbox::shim_event> events() const;
   std::optional<sandbox::shim_event> first_event(const std::string& name) const;
@@ -124,10 +125,22 @@ class ShimTest : public ::testing::Test {
   // Starts the shim; with wait_ready, waits until /readyz answers 200 (failing the test if the shim
   // exits or does not get there).
   shim start_shim(const shim_options& options, bool wait_ready = true);
+  // Starts the shim again as s was started (same command line, port, event log, environment), as
+  // systemd's Restart= would after s died; waits like start_shim.
+  shim restart_shim(const shim& s, bool wait_ready = true);
   // /readyz 200 on the shim's port within timeout (connect retries; test support only).
   bool wait_shim_ready(const shim& s, std::chrono::milliseconds timeout = kStartTimeout);
+  // The first complete answer to GET target on the shim's port (connect retries), whatever its
+  // status; nullopt if the shim exits or nothing answers within timeout.
+  std::optional<sandbox::http_result> wait_shim_answer(
+      const shim& s, const std::string& target = "/readyz",
+      std::chrono::milliseconds timeout = kStartTimeout);
   // The shim's delay lock shows in logind's ListInhibitors.
   bool wait_shim_lock(bool present, std::chrono::milliseconds timeout = kStartTimeout);
+  // A delay lock of this shim process (its PID) shows in ListInhibitors.
+  bool wait_shim_lock_of(const shim& s, std::chrono::milliseconds timeout = kStartTimeout);
+  // Whether it shows now.
+  bool shim_lock_listed(const shim& s);
 
   // Waits for a signal line in the apiserver's signal log (bounded polling of a file: test
   // support).
@@ -153,5 +166,11 @@ class ShimTest : public ::testing::Test {
 
 // Milliseconds between two monotonic_us readings (negative if `to` is earlier).
 double ms_between(std::uint64_t from_us, std::uint64_t to_us);
+
+// The line of one check in a /readyz?verbose body ("[+]inhibitor ok: ...", "[-]shutdown failed:
+// ..."), or nullopt if there is none.
+std::optional<std::string> readyz_check_line(const std::string& body, const std::string& check);
+// The value of an unlabelled sample in a Prometheus text body, or nullopt if there is none.
+std::optional<double> metric_value(const std::string& body, const std::string& name);
 
 }  // namespace shim_it

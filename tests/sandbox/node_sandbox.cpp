@@ -26,6 +26,9 @@ extern char** environ;
 #ifndef SANDBOX_SHIM_PATH
 #define SANDBOX_SHIM_PATH ""
 #endif
+#ifndef SANDBOX_BUS_ATTACKER_PATH
+#define SANDBOX_BUS_ATTACKER_PATH ""
+#endif
 
 namespace sandbox {
 
@@ -64,6 +67,7 @@ tool_paths tool_paths::from_environment() {
   t.fake_manager = env_or("FAKE_SYSTEMD_MANAGER", SANDBOX_FAKE_MANAGER_PATH);
   t.fake_apiserver = env_or("FAKE_APISERVER", SANDBOX_FAKE_APISERVER_PATH);
   t.shim = env_or("SHUTDOWN_SHIM", SANDBOX_SHIM_PATH);
+  t.bus_attacker = env_or("BUS_ATTACKER", SANDBOX_BUS_ATTACKER_PATH);
   return t;
 }
 
@@ -211,10 +215,12 @@ std::filesystem::path node_sandbox::log_path(const std::string& name) const {
 }
 
 child_process& node_sandbox::spawn(const std::string& name, const std::vector<std::string>& argv,
-                                   const std::vector<std::string>& extra_env) {
+                                   const std::vector<std::string>& extra_env,
+                                   std::optional<user_ids> user) {
   spawn_options o;
   o.env = child_environment(extra_env);
   o.stdout_path = log_path(name);
+  o.user = user;
   return spawned_.emplace_back(name, argv, o);
 }
 
@@ -223,30 +229,19 @@ child_process& node_sandbox::spawn(const std::string& name, const std::vector<st
 void node_sandbox::write_configs() {
   std::filesystem::create_directories(dir_ / "etc-systemd" / "logind.conf.d");
   std::filesystem::create_directories(dir_ / "run-systemd");
-  // The system bus's shape (type system, EXTERNAL auth) with an allow-all policy: everything on it
-  // is ours, and logind must be able to own org.freedesktop.login1 and the stand-in systemd1.
-  write_file(dir_ / "dbus.conf", fmt::format(R"(<!DOCTYPE busconfig PUBLIC
- "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_type="method_call"/>
-    <allow send_type="signal"/>
-    <allow send_type="method_return"/>
-    <allow send_type="error"/>
-    <allow receive_type="method_call"/>
-    <allow receive_type="signal"/>
-    <allow receive_type="method_return"/>
-    <allow receive_type="error"/>
-  </policy>
-</busconfig>
-)",
-                                             (dir_ / "system_bus_socket").string()));
+  const auto socket = dir_ / "system_bus_socket";
+  if (opts_.policy == bus_policy::debian_system) {
+    write_file(dir_ / "dbus.conf", debian_system_bus_config(socket));
+    // mkdtemp made the dir 0700: search permission for others lets them reach the socket (which
+    // dbus-daemon makes 0777) by its name, and list nothing.
+    std::filesystem::permissions(dir_, std::filesystem::perms::owner_all |
+                                           std::filesystem::perms::group_exec |
+                                           std::filesystem::perms::others_exec);
+  } else {
+    // Everything on the bus is ours, and logind must be able to own org.freedesktop.login1 and
+    // the stand-in systemd1.
+    write_file(dir_ / "dbus.conf", allow_all_bus_config(socket));
+  }
   write_logind_conf();
 }
 
@@ -346,25 +341,35 @@ private_bus& node_sandbox::bus() {
 }
 
 void node_sandbox::restart_dbus() {
+  stop_dbus();
+  start_dbus_again();
+}
+
+void node_sandbox::stop_dbus() {
+  if (!dbus_) throw std::logic_error("the sandbox's dbus-daemon is not running");
   prepare_slot_.reset();
   bus_.reset();
   dbus_->stop(std::chrono::milliseconds(5000));
   dbus_.reset();
   std::error_code ec;
   std::filesystem::remove(dir_ / "system_bus_socket", ec);
+  // logind 252 neither exits nor reconnects when its bus goes away: it lingers, disconnected.
+  // Restarting it is what a node needs after a bus restart, so it is stopped here and started
+  // again with the bus.
+  logind_was_running_ = logind_ != nullptr;
+  if (logind_) logind_->stop(std::chrono::milliseconds(5000));
+  logind_.reset();
+}
+
+void node_sandbox::start_dbus_again() {
+  if (dbus_) throw std::logic_error("the sandbox's dbus-daemon is already running");
   start_dbus();
   connect_harness_bus();
   if (manager_ && !bus_->wait_for_name(kSystemd1, opts_.startup_timeout)) {
     throw std::runtime_error("the stand-in manager did not come back after a bus restart:\n" +
                              last_lines(read_text_file(log_path("fake-systemd-manager")), 20));
   }
-  if (logind_) {
-    // logind 252 neither exits nor reconnects when its bus goes away: it lingers, disconnected.
-    // Restarting it is what a node needs after a bus restart, so do that.
-    logind_->stop(std::chrono::milliseconds(5000));
-    logind_.reset();
-    start_logind();
-  }
+  if (logind_was_running_) start_logind();
 }
 
 // --- the stand-in manager ----------------------------------------------------------------------
@@ -489,6 +494,30 @@ std::optional<inhibitor_info> node_sandbox::find_inhibitor(std::string_view who,
 
 bool node_sandbox::wait_for_inhibitor(std::string_view who, bool present,
                                       std::chrono::milliseconds timeout) {
+  return wait_for_inhibitors(
+      [&](const std::vector<inhibitor_info>& locks) {
+        const bool found = std::any_of(locks.begin(), locks.end(), [&](const inhibitor_info& i) {
+          return i.who == who && i.mode == "delay";
+        });
+        return found == present;
+      },
+      timeout);
+}
+
+bool node_sandbox::wait_for_inhibitor_of(std::string_view who, pid_t pid,
+                                         std::chrono::milliseconds timeout) {
+  return wait_for_inhibitors(
+      [&](const std::vector<inhibitor_info>& locks) {
+        return std::any_of(locks.begin(), locks.end(), [&](const inhibitor_info& i) {
+          return i.who == who && i.mode == "delay" && static_cast<pid_t>(i.pid) == pid;
+        });
+      },
+      timeout);
+}
+
+bool node_sandbox::wait_for_inhibitors(
+    const std::function<bool(const std::vector<inhibitor_info>&)>& holds,
+    std::chrono::milliseconds timeout) {
   struct flag {
     bool changed = false;
   } f;
@@ -502,7 +531,7 @@ bool node_sandbox::wait_for_inhibitor(std::string_view who, bool present,
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto satisfied = [&] {
     try {
-      return find_inhibitor(who).has_value() == present;
+      return holds(list_inhibitors());
     } catch (const bus_error&) {
       return false;  // logind restarting
     }

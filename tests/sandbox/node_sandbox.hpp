@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bus_config.hpp"
 #include "private_bus.hpp"
 #include "process.hpp"
 
@@ -26,6 +28,7 @@ struct tool_paths {
   std::string fake_manager;    // [FAKE_SYSTEMD_MANAGER] default: the one built next to this library
   std::string fake_apiserver;  // [FAKE_APISERVER]       default: likewise
   std::string shim;            // [SHUTDOWN_SHIM]        default: the one built in src/
+  std::string bus_attacker;    // [BUS_ATTACKER]         default: the one built next to this library
 
   static tool_paths from_environment();
 };
@@ -49,6 +52,9 @@ struct sandbox_options {
   // /usr/lib/systemd/logind.conf.d cannot override it. It sorts last by default; tests of the
   // shim's own zz-shutdown-shim.conf name it to sort just before that one.
   std::string logind_dropin_name = "zzzz-node-sandbox.conf";
+  // allow_all, or Debian's real system-bus policy; with that one the temp dir becomes 0711, so that
+  // unprivileged users (an attacker run as nobody) can reach the socket, and nothing else there.
+  bus_policy policy = bus_policy::allow_all;
   bool start_manager = true;
   bool start_logind = true;
   // Bound on every start-up wait (socket, bus names).
@@ -120,9 +126,11 @@ class node_sandbox {
   std::vector<std::string> child_environment(const std::vector<std::string>& extra = {}) const;
 
   // Starts a process of this node; its stdout and stderr go to log_path(name). It is killed when
-  // the sandbox is destroyed, if it is still running then.
+  // the sandbox is destroyed, if it is still running then. With user, it runs as that user
+  // instead of root.
   child_process& spawn(const std::string& name, const std::vector<std::string>& argv,
-                       const std::vector<std::string>& extra_env = {});
+                       const std::vector<std::string>& extra_env = {},
+                       std::optional<user_ids> user = std::nullopt);
   std::filesystem::path log_path(const std::string& name) const;
 
   // --- services ---
@@ -140,6 +148,12 @@ class node_sandbox {
   // Stops the dbus-daemon and starts a new one on the same socket. The stand-in manager reconnects
   // by itself; logind, which stays up but disconnected (it never reconnects), is restarted.
   void restart_dbus();
+  // The two halves of restart_dbus(), for a bus that stays away for a while: stop_dbus() stops the
+  // dbus-daemon and logind (which would only linger, disconnected) and drops the harness's
+  // connection (bus() throws until start_dbus_again()); start_dbus_again() starts a new daemon on
+  // the same socket, waits for the manager's reconnect and starts logind again.
+  void stop_dbus();
+  void start_dbus_again();
 
   // The harness's own connection (re-opened by restart_dbus; don't keep the reference across it).
   private_bus& bus();
@@ -154,6 +168,9 @@ class node_sandbox {
   // PropertiesChanged (it emits one whenever a lock comes or goes), re-checked at least every
   // 250 ms in case a signal is missed across restarts.
   bool wait_for_inhibitor(std::string_view who, bool present, std::chrono::milliseconds timeout);
+  // Likewise for a lock of `who` held by process pid (after a restart, the old process's lock may
+  // still be listed for a moment).
+  bool wait_for_inhibitor_of(std::string_view who, pid_t pid, std::chrono::milliseconds timeout);
   bool preparing_for_shutdown();
   std::uint64_t inhibit_delay_max_usec();
   lock_fd take_inhibitor(const std::string& who, const std::string& why,
@@ -194,6 +211,9 @@ class node_sandbox {
   void start_dbus();
   void connect_harness_bus();
   void require_private_environment() const;
+  // Waits until holds(ListInhibitors()) is true; see wait_for_inhibitor.
+  bool wait_for_inhibitors(const std::function<bool(const std::vector<inhibitor_info>&)>& holds,
+                           std::chrono::milliseconds timeout);
   // A stand-in manager test method taking (au) or (aut): PIDs, then usec if given.
   void call_manager_with_pids(const std::string& method, const std::vector<pid_t>& pids,
                               std::optional<std::uint64_t> usec);
@@ -211,6 +231,7 @@ class node_sandbox {
   slot_ptr prepare_slot_;
   std::vector<prepare_for_shutdown_record> prepare_signals_;
   unsigned logind_starts_ = 0;
+  bool logind_was_running_ = false;  // when stop_dbus() stopped it
 };
 
 // --- reading what the processes wrote ---

@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -59,6 +61,7 @@ struct child_failure {
 
 enum stage : int {
   kStageSetpgid = 1,
+  kStageCredentials,
   kStagePdeathsig,
   kStageUnshare,
   kStageMakePrivate,
@@ -72,6 +75,8 @@ const char* stage_name(int s) {
   switch (s) {
     case kStageSetpgid:
       return "setpgid";
+    case kStageCredentials:
+      return "setgroups/setgid/setuid";
     case kStagePdeathsig:
       return "prctl(PR_SET_PDEATHSIG)";
     case kStageUnshare:
@@ -110,6 +115,16 @@ std::uint64_t monotonic_us() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000u +
          static_cast<std::uint64_t>(ts.tv_nsec) / 1000u;
+}
+
+user_ids lookup_user(const std::string& name) {
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || !found) {
+    throw std::runtime_error(fmt::format("no user named {} on this machine", name));
+  }
+  return {found->pw_uid, found->pw_gid};
 }
 
 int shell_exit_code(int wait_status) {
@@ -181,6 +196,10 @@ child_process::child_process(std::string name, const std::vector<std::string>& a
   if (pid == 0) {
     const int report = status_pipe[1];
     if (setpgid(0, 0) < 0) child_fail(report, kStageSetpgid);
+    if (opts.user &&
+        (setgroups(0, nullptr) < 0 || setgid(opts.user->gid) < 0 || setuid(opts.user->uid) < 0)) {
+      child_fail(report, kStageCredentials);
+    }
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) child_fail(report, kStagePdeathsig);
     if (getppid() != parent) _exit(127);  // the harness is already gone
     // The harness may block signals in threads; the child starts with a clean slate.

@@ -25,6 +25,15 @@ struct bind_mount {
   std::filesystem::path target;
 };
 
+// A user a child runs as instead of root.
+struct user_ids {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+// The uid and primary gid of a user of this machine (getpwnam); throws std::runtime_error if there
+// is no such user.
+user_ids lookup_user(const std::string& name);
+
 struct spawn_options {
   std::vector<std::string> env;       // the complete environment, "NAME=value"
   std::filesystem::path stdout_path;  // appended to; empty: /dev/null
@@ -33,6 +42,10 @@ struct spawn_options {
   std::vector<bind_mount> private_mounts;
   // Descriptors handed to the child: (descriptor in the parent, number in the child).
   std::vector<std::pair<int, int>> pass_fds;
+  // Drops to this user (no supplementary groups) before anything else, so that the child is
+  // unprivileged from its first instruction; PR_SET_PDEATHSIG is set after, as the change of
+  // credentials clears it.
+  std::optional<user_ids> user;
 };
 
 // One child process of the harness. It gets its own process group (so that killing the group also
