@@ -520,7 +520,13 @@ config parse_flags(std::span<const std::string_view> args) {
       has_value = true;
     }
     const flag_def* def = find_flag(name);
-    if (def == nullptr) throw usage_error(fmt::format("unknown flag {}", name));
+    if (def == nullptr) {
+      // Quoted only when needed: a newline in it would make the message two lines (found by the
+      // flags fuzz target).
+      const bool plain =
+          std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; });
+      throw usage_error(fmt::format("unknown flag {}", plain ? std::string(name) : quoted(name)));
+    }
 
     if (def->value_name.empty()) {
       if (has_value) throw usage_error(fmt::format("{} takes no value", name));

@@ -559,6 +559,9 @@ TEST(ParseFlags, UnknownFlags) {
   EXPECT_EQ(usage_message({"--Listen=0.0.0.0:80"}), "unknown flag --Listen");
   EXPECT_EQ(usage_message({"---listen=0.0.0.0:80"}), "unknown flag ---listen");
   EXPECT_EQ(usage_message({"--=x"}), "unknown flag --");
+  // Found by the flags fuzz target: the name was printed raw, and a newline split the one line.
+  EXPECT_EQ(usage_message({"--ta\n"}), "unknown flag \"--ta\\n\"");
+  EXPECT_EQ(usage_message({"--a b=1"}), "unknown flag \"--a b\"");
 }
 
 TEST(ParseFlags, MissingValues) {
