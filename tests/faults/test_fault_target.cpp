@@ -71,6 +71,19 @@ class FaultTarget : public ShimTest {
 
   std::string log_of(const shim& s) { return sandbox::read_text_file(s.log); }
 
+  // The shim on this pidfile exits 1 at once, with one line naming the file and the reason.
+  void expect_refused_at_start(const fs::path& pidfile, const std::string& reason) {
+    shim_options o;
+    o.target = {"--target-pidfile=" + pidfile.string()};
+    auto s = start_shim(o, /*wait_ready=*/false);
+    auto status = s.process->wait_for_exit(kStartTimeout);
+    ASSERT_TRUE(status) << "the shim started on " << pidfile;
+    EXPECT_EQ(sandbox::shell_exit_code(*status), 1) << sandbox::describe_wait_status(*status);
+    // The shims of a test share one log file.
+    const std::string line = "--target-pidfile=" + pidfile.string() + " is not trusted: " + reason;
+    EXPECT_NE(log_of(s).find(line), std::string::npos) << log_of(s);
+  }
+
   // One program name run by root and by nobody (comm is the link's name); a reboot; only the
   // wanted user's process gets the signal.
   void expect_only_the_wanted_user_signalled(bool nobody_wanted) {
@@ -103,37 +116,23 @@ class FaultTarget : public ShimTest {
 };
 
 TEST_F(FaultTarget, AnUntrustedPidfileAtStartExitsOne) {
-  const auto& victim = start_victim("victim", "/bin/sleep");
+  auto& victim = start_victim("victim", "/bin/sleep");
+  const std::string victim_pid = std::to_string(victim.pid()) + "\n";
   // Mode 0666: anyone may write the PID root will signal.
   const auto open_file = sb().path("open.pid");
-  write_file(open_file, std::to_string(victim.pid()) + "\n", 0666);
-  shim_options o;
-  o.target = {"--target-pidfile=" + open_file.string()};
-  auto s = start_shim(o, /*wait_ready=*/false);
-  auto status = s.process->wait_for_exit(kStartTimeout);
-  ASSERT_TRUE(status) << "the shim started on a pidfile anyone can write";
-  EXPECT_EQ(sandbox::shell_exit_code(*status), 1) << sandbox::describe_wait_status(*status);
-  const std::string log = log_of(s);
-  EXPECT_NE(log.find("--target-pidfile=" + open_file.string() + " is not trusted"),
-            std::string::npos)
-      << log;
-  EXPECT_NE(log.find("writable by group or others (mode 0666)"), std::string::npos) << log;
+  write_file(open_file, victim_pid, 0666);
+  expect_refused_at_start(open_file,
+                          open_file.string() + " is writable by group or others (mode 0666)");
 
   // A root-owned 0644 file in a directory owned by nobody, who can replace it at will.
   const auto users_dir = sb().path("users-dir");
   fs::create_directory(users_dir);
   ASSERT_EQ(::chown(users_dir.c_str(), kNobody, static_cast<gid_t>(-1)), 0);
-  const auto in_users_dir = users_dir / "x.pid";
-  write_file(in_users_dir, std::to_string(victim.pid()) + "\n", 0644);
-  o.target = {"--target-pidfile=" + in_users_dir.string()};
-  auto again = start_shim(o, /*wait_ready=*/false);
-  status = again.process->wait_for_exit(kStartTimeout);
-  ASSERT_TRUE(status) << "the shim started on a pidfile in nobody's directory";
-  EXPECT_EQ(sandbox::shell_exit_code(*status), 1) << sandbox::describe_wait_status(*status);
-  const std::string again_log = log_of(again);
-  EXPECT_NE(again_log.find("directory " + users_dir.string() + " is owned by uid 65534"),
-            std::string::npos)
-      << again_log;
+  write_file(users_dir / "x.pid", victim_pid, 0644);
+  expect_refused_at_start(users_dir / "x.pid",
+                          "directory " + users_dir.string() +
+                              " is owned by uid 65534, not by root or the shim's uid 0");
+  EXPECT_TRUE(victim.running());
 }
 
 // The pidfile is fine at start and turns hostile later: at the shutdown it is refused with a
