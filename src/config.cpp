@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <string.h>
 
@@ -85,6 +86,7 @@ enum class flag_id {
   target_pid,
   target_pidfile,
   target_name,
+  target_user,
   inhibit,
   forward_on_sigterm,
   event_log,
@@ -114,6 +116,7 @@ constexpr std::array<flag_def, 18> kFlags{{
     {"--target-pid", flag_id::target_pid, "PID"},
     {"--target-pidfile", flag_id::target_pidfile, "PATH"},
     {"--target-name", flag_id::target_name, "NAME"},
+    {"--target-user", flag_id::target_user, "NAME|UID"},
     {"--inhibit", flag_id::inhibit, "auto|required|off"},
     {"--forward-on-sigterm", flag_id::forward_on_sigterm, "auto|always|never"},
     {"--event-log", flag_id::event_log, "PATH"},
@@ -140,16 +143,20 @@ std::string quoted(std::string_view s) { return fmt::format("{:?}", s); }
   throw usage_error(fmt::format("{}: {}", flag, why));
 }
 
+// Every duration flag goes through here, so that each has the same syntax and the same bound.
 std::chrono::nanoseconds duration_flag(std::string_view flag, std::string_view value) {
+  const std::string too_long = fmt::format("{} is longer than {}, the most a duration flag may be",
+                                           quoted(value), format_duration(kMaxFlagDuration));
   try {
-    return parse_duration(value);
+    const auto d = parse_duration(value);
+    if (d > kMaxFlagDuration) bad_value(flag, too_long);
+    return d;
   } catch (const duration_error& e) {
     switch (e.problem()) {
       case duration_problem::negative:
         bad_value(flag, fmt::format("{} is negative; a delay must be 0 or more", quoted(value)));
       case duration_problem::overflow:
-        bad_value(flag, fmt::format("{} is too large (at most {})", quoted(value),
-                                    format_duration(std::chrono::nanoseconds(kMaxNanos))));
+        bad_value(flag, too_long);
       case duration_problem::syntax:
         break;
     }
@@ -216,7 +223,34 @@ pid_t pid_flag(std::string_view flag, std::string_view value) {
       pid <= 0) {
     bad_value(flag, fmt::format("{} is not a process ID (want a positive integer)", quoted(value)));
   }
+  // SIGTERM to init reboots or kills the whole machine (or container): never the target.
+  if (pid == 1) bad_value(flag, "PID 1 is init; the shim never signals it");
   return pid;
+}
+
+// A user name or a numeric UID, like systemd's User=: digits are a UID, anything else is looked up.
+uid_t user_flag(std::string_view flag, std::string_view value) {
+  if (value.empty()) bad_value(flag, "empty user");
+  if (all_digits(value)) {
+    uid_t uid = 0;
+    // (uid_t)-1 is no user: the kernel's "unchanged" in setresuid().
+    if (std::from_chars(value.data(), value.data() + value.size(), uid).ec != std::errc() ||
+        uid == static_cast<uid_t>(-1)) {
+      bad_value(flag, fmt::format("{} is not a valid UID", quoted(value)));
+    }
+    return uid;
+  }
+  const std::string name(value);
+  passwd entry{};
+  passwd* found = nullptr;
+  std::array<char, 4096> buf{};
+  const int error = ::getpwnam_r(name.c_str(), &entry, buf.data(), buf.size(), &found);
+  if (found == nullptr) {
+    bad_value(flag, error == 0 ? fmt::format("no user {}", quoted(value))
+                               : fmt::format("cannot look up user {}: {}", quoted(value),
+                                             std::strerror(error)));
+  }
+  return found->pw_uid;
 }
 
 template <typename Enum, std::size_t N>
@@ -333,8 +367,11 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
   return std::chrono::nanoseconds(static_cast<std::int64_t>(total));
 }
 
-// A port of Go's Duration.String, so that logs read like the flags users wrote.
-std::string format_duration(std::chrono::nanoseconds d) {
+namespace {
+
+// A port of Go's Duration.String, so that logs read like the flags users wrote, for a magnitude u
+// in units of 10^-decimals seconds (9: nanoseconds, 6: microseconds).
+std::string format_go_duration(std::uint64_t u, bool negative, int decimals) {
   std::array<char, 32> buf{};
   std::size_t w = buf.size();
   auto put = [&](char c) { buf[--w] = c; };
@@ -344,11 +381,11 @@ std::string format_duration(std::chrono::nanoseconds d) {
       v /= 10;
     } while (v > 0);
   };
-
-  const bool negative = d.count() < 0;
-  // Unsigned arithmetic so that the most negative value has a magnitude too.
-  std::uint64_t u = static_cast<std::uint64_t>(d.count());
-  if (negative) u = ~u + 1;
+  auto pow10 = [](int n) {
+    std::uint64_t p = 1;
+    while (n-- > 0) p *= 10;
+    return p;
+  };
 
   // Writes the prec lowest decimal digits of u as a fraction without trailing zeros (and without
   // the point when they are all zero), and drops them from u.
@@ -364,26 +401,26 @@ std::string format_duration(std::chrono::nanoseconds d) {
   };
 
   put('s');
-  if (u < 1'000'000'000) {
+  if (u < pow10(decimals)) {
     if (u == 0) {
       put('0');
     } else {
-      int prec = 0;
-      if (u < 1'000) {
+      // The largest of ns, µs and ms (10^-9, -6, -3 s) that keeps u at 1 or more.
+      int unit = decimals;
+      while (unit > 3 && u >= pow10(decimals - unit + 3)) unit -= 3;
+      if (unit == 9) {
         put('n');
-      } else if (u < 1'000'000) {
-        prec = 3;
+      } else if (unit == 6) {
         put('\xb5');  // U+00B5 in UTF-8, written backwards
         put('\xc2');
       } else {
-        prec = 6;
         put('m');
       }
-      put_fraction(prec);
+      put_fraction(decimals - unit);
       put_int(u);
     }
   } else {
-    put_fraction(9);
+    put_fraction(decimals);
     put_int(u % 60);
     u /= 60;
     if (u > 0) {
@@ -399,6 +436,17 @@ std::string format_duration(std::chrono::nanoseconds d) {
   if (negative) put('-');
   return std::string(buf.data() + w, buf.size() - w);
 }
+
+}  // namespace
+
+std::string format_duration(std::chrono::nanoseconds d) {
+  // Unsigned arithmetic so that the most negative value has a magnitude too.
+  std::uint64_t u = static_cast<std::uint64_t>(d.count());
+  if (d.count() < 0) u = ~u + 1;
+  return format_go_duration(u, d.count() < 0, 9);
+}
+
+std::string format_usec(std::uint64_t usec) { return format_go_duration(usec, false, 6); }
 
 int parse_signal(std::string_view text) {
   if (text.empty()) throw std::invalid_argument("empty signal name");
@@ -484,7 +532,13 @@ config parse_flags(std::span<const std::string_view> args) {
       has_value = true;
     }
     const flag_def* def = find_flag(name);
-    if (def == nullptr) throw usage_error(fmt::format("unknown flag {}", name));
+    if (def == nullptr) {
+      // Quoted only when needed: a newline in it would make the message two lines (found by the
+      // flags fuzz target).
+      const bool plain =
+          std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; });
+      throw usage_error(fmt::format("unknown flag {}", plain ? std::string(name) : quoted(name)));
+    }
 
     if (def->value_name.empty()) {
       if (has_value) throw usage_error(fmt::format("{} takes no value", name));
@@ -553,6 +607,9 @@ config parse_flags(std::span<const std::string_view> args) {
         }
         cfg.target.name = value;
         break;
+      case flag_id::target_user:
+        cfg.target.name_uid = user_flag(name, value);
+        break;
       case flag_id::inhibit:
         cfg.inhibit = choice_flag<inhibit_mode, 3>(name, value,
                                                    {{{"auto", inhibit_mode::automatic},
@@ -600,6 +657,9 @@ config parse_flags(std::span<const std::string_view> args) {
         break;  // handled above
     }
   }
+  if (seen.count(flag_id::target_user) && cfg.target.name.empty()) {
+    throw usage_error("--target-user applies only to --target-name");
+  }
   if (cfg.ensure_inhibit_delay != ensure_mode::off && cfg.inhibit == inhibit_mode::off) {
     throw usage_error(
         "--ensure-inhibit-delay needs logind on the system bus, which --inhibit=off never uses");
@@ -633,8 +693,8 @@ std::string usage_text() {
       "  --target-pid=PID             signal this process (default: none)\n"
       "  --target-pidfile=PATH        read the target's PID from this file when signalling "
       "(default: none)\n"
-      "  --target-name=NAME           signal every process whose /proc/PID/comm is NAME (default: "
-      "none)\n"
+      "  --target-name=NAME           signal every root process whose /proc/PID/comm is NAME\n"
+      "  --target-user=NAME|UID       with --target-name: that user's processes instead of root's\n"
       "  --inhibit=MODE               logind delay lock: auto, required or off (default auto)\n"
       "  --forward-on-sigterm=WHEN    pass the shim's SIGTERM on: auto, always or never (default "
       "auto)\n"
@@ -652,11 +712,11 @@ std::string usage_text() {
       "  -h, --help                   show this help and exit\n"
       "  --version                    show the version and exit\n"
       "\n"
-      "DURATION is Go syntax: 70s, 1m30s, 250ms, 1.5h, 0. Flags take --flag=value or --flag "
-      "value.\n",
+      "DURATION is Go syntax (70s, 1m30s, 250ms, 1.5h, 0), at most {}.\n"
+      "Flags take --flag=value or --flag value.\n",
       listen_default, format_duration(d.drain_delay), format_duration(d.signal_delay),
       format_duration(d.exit_timeout), signal_name(d.signal).substr(3), d.logind_conf_dir,
-      kDefaultStateDir);
+      kDefaultStateDir, format_duration(kMaxFlagDuration));
 }
 
 }  // namespace shim

@@ -4,6 +4,8 @@
 
 #include <system_error>
 
+#include "saturating.hpp"
+
 namespace shim {
 
 inhibit_delay_ensurer::inhibit_delay_ensurer(boost::asio::io_context& io, logger& log,
@@ -12,7 +14,7 @@ inhibit_delay_ensurer::inhibit_delay_ensurer(boost::asio::io_context& io, logger
     : log_(log),
       events_(events),
       mode_(cfg.ensure_inhibit_delay),
-      hold_(cfg.drain_delay + cfg.exit_timeout),
+      hold_(saturating_add(cfg.drain_delay, cfg.exit_timeout)),
       paths_(logind_conf_paths::for_conf_dir(cfg.logind_conf_dir)),
       calls_(std::move(calls)),
       handlers_(std::move(h)),

@@ -15,6 +15,7 @@
 
 #include "config.hpp"
 #include "errno_error.hpp"
+#include "saturating.hpp"
 #include "unique_fd.hpp"
 
 namespace shim {
@@ -30,9 +31,9 @@ struct time_unit {
   std::uint64_t usec;
 };
 
-// systemd's table (time-util.c), in its order: the first suffix that matches wins, so "ms" is
-// tried before "m" and "min" before "m".
-constexpr std::array<time_unit, 29> kTimeUnits{{
+// systemd's table (extract_multiplier in src/basic/time-util.c), in its order: the first suffix
+// that matches wins, so "ms" is tried before "m" and "min" before "m".
+constexpr std::array<time_unit, 30> kTimeUnits{{
     {"seconds", kUsecPerSec},
     {"second", kUsecPerSec},
     {"sec", kUsecPerSec},
@@ -61,16 +62,64 @@ constexpr std::array<time_unit, 29> kTimeUnits{{
     {"y", 31'557'600 * kUsecPerSec},
     {"usec", 1},
     {"us", 1},
-    {"\xce\xbcs", 1},  // μs
+    {"\xce\xbcs", 1},  // U+03BC GREEK SMALL LETTER MU
+    // U+00B5 MICRO SIGN: Debian 12's systemd 252.39 accepts it too (`systemd-analyze timespan`).
+    {"\xc2\xb5s", 1},
 }};
 
+// systemd's WHITESPACE, what parse_time skips between its parts.
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+// What strtoll() skips before the number: isspace() in the C locale, a superset of the above.
+bool is_c_space(char c) { return is_blank(c) || c == '\v' || c == '\f'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
   return s;
+}
+
+std::size_t skip_blanks(std::string_view s, std::size_t i) {
+  while (i < s.size() && is_blank(s[i])) ++i;
+  return i;
+}
+
+// strtoll(s + i, &end, 10) as glibc does it: leading isspace(), an optional sign, decimal digits.
+// Without any digit nothing is converted and end is i. nullopt where strtoll sets ERANGE.
+struct c_integer {
+  long long value = 0;
+  std::size_t end = 0;
+};
+std::optional<c_integer> c_strtoll(std::string_view s, std::size_t i) {
+  const std::size_t start = i;
+  while (i < s.size() && is_c_space(s[i])) ++i;
+  bool negative = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) negative = s[i++] == '-';
+  if (i == s.size() || !is_digit(s[i])) return c_integer{0, start};
+  // The magnitude, stopped just above what a long long holds (LLONG_MIN's magnitude included).
+  constexpr std::uint64_t kCap = std::uint64_t{1} << 63;
+  std::uint64_t magnitude = 0;
+  for (; i < s.size() && is_digit(s[i]); ++i) {
+    const auto digit = static_cast<std::uint64_t>(s[i] - '0');
+    magnitude =
+        std::min(kCap + 1, saturating_add(saturating_mul(magnitude, std::uint64_t{10}), digit));
+  }
+  if (magnitude > (negative ? kCap : kCap - 1)) return std::nullopt;
+  const auto value = negative ? static_cast<long long>(~magnitude + 1)  // two's complement
+                              : static_cast<long long>(magnitude);
+  return c_integer{value, i};
+}
+
+// extract_multiplier: the unit at s[i] and where it ends; the default unit (seconds) and i itself
+// when there is none.
+std::size_t extract_multiplier(std::string_view s, std::size_t i, std::uint64_t& multiplier) {
+  for (const auto& u : kTimeUnits) {
+    if (s.substr(i).starts_with(u.suffix)) {
+      multiplier = u.usec;
+      return i + u.suffix.size();
+    }
+  }
+  return i;
 }
 
 // Returns the file's text; nullopt if it does not exist. Throws std::system_error otherwise.
@@ -94,58 +143,89 @@ std::optional<std::string> read_if_exists(const fs::path& path) {
   return text;
 }
 
+// The drop-in holds whole seconds, and logind must never wait less than the shim means: a value
+// is rounded up (a drop-in elsewhere saying 472.5s once made the shim write 472). Beyond the most
+// seconds parse_sec takes (it refuses N >= UINT64_MAX / 10^6) only "infinity" is long enough.
+std::uint64_t dropin_usec(std::uint64_t usec) {
+  constexpr std::uint64_t kMaxSeconds = kInfinityUsec / kUsecPerSec - 1;
+  const std::uint64_t seconds = usec / kUsecPerSec + (usec % kUsecPerSec != 0 ? 1 : 0);
+  return seconds > kMaxSeconds ? kInfinityUsec : seconds * kUsecPerSec;
+}
+
+// How the drop-in says a value dropin_usec() returned.
+std::string dropin_text(std::uint64_t usec) {
+  return usec == kInfinityUsec ? std::string("infinity") : std::to_string(usec / kUsecPerSec);
+}
+
 }  // namespace
 
+// A port of systemd 252's parse_time(t, &usec, USEC_PER_SEC) (src/basic/time-util.c), which
+// parse_sec() and so logind's InhibitDelayMaxSec= use: same acceptance, same value, integer
+// arithmetic only. The previous version used a double for fractions and its own overflow rule:
+// "18446744073709.8" wrapped to 0.25 s, and "3.", "12.34.56" and "0..0" were accepted.
 std::optional<std::uint64_t> parse_logind_timespan(std::string_view text) {
-  std::string_view s = trim(text);
-  if (s == "infinity") return kInfinityUsec;
-  if (s.empty()) return std::nullopt;
+  // systemd reads a C string.
+  const std::string_view t = text.substr(0, text.find('\0'));
 
-  std::uint64_t total = 0;
-  while (!s.empty()) {
-    std::uint64_t whole = 0;
-    bool digits = false;
-    std::size_t i = 0;
-    for (; i < s.size() && is_digit(s[i]); ++i) {
-      digits = true;
-      const unsigned d = static_cast<unsigned>(s[i] - '0');
-      if (whole > (kInfinityUsec - d) / 10) return std::nullopt;
-      whole = whole * 10 + d;
-    }
-    double fraction = 0;
-    if (i < s.size() && s[i] == '.') {
-      double scale = 0.1;
-      for (++i; i < s.size() && is_digit(s[i]); ++i) {
-        digits = true;
-        fraction += scale * (s[i] - '0');
-        scale /= 10;
-      }
-    }
-    if (!digits) return std::nullopt;
-    while (i < s.size() && is_blank(s[i])) ++i;
-    s.remove_prefix(i);
-
-    std::uint64_t unit = kUsecPerSec;  // a bare number is seconds
-    for (const auto& u : kTimeUnits) {
-      if (s.starts_with(u.suffix)) {
-        unit = u.usec;
-        s.remove_prefix(u.suffix.size());
-        break;
-      }
-    }
-    if (whole > (kInfinityUsec - 1) / unit) return std::nullopt;
-    const std::uint64_t value =
-        whole * unit + static_cast<std::uint64_t>(fraction * static_cast<double>(unit));
-    if (value >= kInfinityUsec - total) return std::nullopt;
-    total += value;
-    s = trim(s);
+  std::size_t p = skip_blanks(t, 0);
+  if (t.substr(p).starts_with("infinity")) {
+    if (skip_blanks(t, p + 8) != t.size()) return std::nullopt;
+    return kInfinityUsec;
   }
-  return total;
+
+  std::uint64_t usec = 0;
+  for (bool something = false;;) {
+    std::uint64_t multiplier = kUsecPerSec;
+    p = skip_blanks(t, p);
+    if (p == t.size()) {
+      if (!something) return std::nullopt;
+      break;
+    }
+    if (t[p] == '-') return std::nullopt;  // not even "-0"
+
+    const auto number = c_strtoll(t, p);
+    if (!number || number->value < 0) return std::nullopt;
+    const std::size_t e = number->end;
+    const bool fraction = e < t.size() && t[e] == '.';
+    if (fraction) {
+      p = e + 1;
+      while (p < t.size() && is_digit(t[p])) ++p;
+    } else if (e == p) {
+      return std::nullopt;
+    } else {
+      p = e;
+    }
+
+    const std::size_t s = extract_multiplier(t, skip_blanks(t, p), multiplier);
+    // Refuses "12.34.56", accepts "12.34 .56" and "12.34s.56".
+    if (s == p && s != t.size()) return std::nullopt;
+    p = s;
+
+    const auto whole = static_cast<std::uint64_t>(number->value);
+    if (whole >= kInfinityUsec / multiplier) return std::nullopt;
+    std::uint64_t k = whole * multiplier;
+    if (k >= kInfinityUsec - usec) return std::nullopt;
+    usec += k;
+    something = true;
+
+    if (fraction) {
+      std::uint64_t m = multiplier / 10;
+      std::size_t b = e + 1;
+      for (; b < t.size() && is_digit(t[b]); ++b, m /= 10) {
+        k = static_cast<std::uint64_t>(t[b] - '0') * m;
+        if (k >= kInfinityUsec - usec) return std::nullopt;
+        usec += k;
+      }
+      // Refuses "0.-0", "3.+1", "3. 1", "3.sec" and "3.hoge".
+      if (b == e + 1) return std::nullopt;
+    }
+  }
+  return usec;
 }
 
 std::string describe_usec(std::uint64_t usec) {
   if (usec == kInfinityUsec) return "infinity";
-  return format_duration(std::chrono::microseconds(usec));
+  return format_usec(usec);
 }
 
 logind_conf_paths logind_conf_paths::for_conf_dir(const fs::path& conf_dir) {
@@ -217,9 +297,8 @@ logind_conf_scan scan_logind_conf(const logind_conf_paths& paths,
 
   for (const auto& [name, file] : dropins) {
     if (shim_usec && file == paths.shim_dropin) {
-      const std::string text =
-          *shim_usec == kInfinityUsec ? "infinity" : std::to_string(*shim_usec / kUsecPerSec);
-      scan.settings.push_back({file, text, *shim_usec});
+      const std::uint64_t usec = dropin_usec(*shim_usec);
+      scan.settings.push_back({file, dropin_text(usec), usec});
     } else {
       add_file(file);
     }
@@ -241,8 +320,11 @@ std::chrono::seconds inhibit_delay_margin(std::chrono::nanoseconds hold) {
 inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
                                       std::chrono::nanoseconds hold) {
   inhibit_delay_plan plan;
-  const auto needed = std::chrono::ceil<std::chrono::seconds>(hold) + inhibit_delay_margin(hold);
-  plan.needed_usec = static_cast<std::uint64_t>(needed.count()) * kUsecPerSec;
+  hold = std::max(hold, std::chrono::nanoseconds(0));
+  const auto needed =
+      saturating_add(std::chrono::ceil<std::chrono::seconds>(hold), inhibit_delay_margin(hold));
+  plan.needed_usec = dropin_usec(
+      saturating_mul(static_cast<std::uint64_t>(needed.count()), std::uint64_t{kUsecPerSec}));
 
   // What the others set, as logind would read the files once ours is in place (a vendor copy of
   // ours is masked by it then, and so does not count).
@@ -263,6 +345,7 @@ inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
     }
     plan.write_usec = std::max(plan.write_usec, *s.usec);
   }
+  plan.write_usec = dropin_usec(plan.write_usec);
 
   const auto after = scan_logind_conf(paths, plan.write_usec);
   plan.effective_usec = after.settings.back().usec.value_or(0);
@@ -278,9 +361,7 @@ inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
     return plan;
   }
 
-  plan.write_text = plan.write_usec == kInfinityUsec
-                        ? std::string("infinity")
-                        : std::to_string(plan.write_usec / kUsecPerSec);
+  plan.write_text = dropin_text(plan.write_usec);
   plan.file_text = fmt::format(
       "# Written by shutdown-shim --ensure-inhibit-delay: logind must wait for the shim's delay\n"
       "# lock at least drain-delay + exit-timeout ({}) plus a margin ({}), and never less than\n"
@@ -298,7 +379,9 @@ void write_file_atomically(const fs::path& file, std::string_view content) {
   fs::create_directories(dir, ec);
   if (ec) throw std::system_error(ec, "create " + dir.string());
 
-  std::string temp = (dir / ("." + file.filename().string() + ".XXXXXX")).string();
+  // Formatted rather than `"." + name + ...`: GCC 12 at -O3 (the release build) reports a bogus
+  // -Wrestrict for operator+(const char*, std::string&&), GCC bug 105329.
+  std::string temp = (dir / fmt::format(".{}.XXXXXX", file.filename().string())).string();
   unique_fd fd(::mkostemp(temp.data(), O_CLOEXEC));
   if (!fd) throw_errno(errno, "create a temporary file in " + dir.string());
   try {

@@ -23,8 +23,8 @@ inline constexpr std::uint64_t kInfinityUsec = std::numeric_limits<std::uint64_t
 inline constexpr std::string_view kShimDropinName = "zz-shutdown-shim.conf";
 
 // systemd's time span syntax as logind parses InhibitDelayMaxSec=: "30" (seconds), "30s", "5min",
-// "1min 30s", "1.5h", "500ms", "infinity". Returns microseconds (kInfinityUsec for "infinity"), or
-// nullopt for anything else.
+// "1min 30s", "1.5h", "500ms", "infinity". Accepts exactly what systemd 252's parse_sec() accepts
+// and gives the same value: microseconds (kInfinityUsec for "infinity"), or nullopt.
 std::optional<std::uint64_t> parse_logind_timespan(std::string_view text);
 
 // "1m30s"-style rendering of microseconds for logs, "infinity" for kInfinityUsec.
@@ -52,8 +52,9 @@ struct inhibit_delay_setting {
 };
 
 // Every InhibitDelayMaxSec= logind would apply, in the order it applies them (the last one wins),
-// as if the shim's drop-in held shim_usec (nullopt: as the files are now). A file that exists but
-// cannot be read is an error: guessing its content could lower someone's value.
+// as if the shim's drop-in held shim_usec, rounded up to the whole seconds the drop-in can say
+// (nullopt: as the files are now). A file that exists but cannot be read is an error: guessing its
+// content could lower someone's value.
 struct logind_conf_scan {
   std::vector<inhibit_delay_setting> settings;
   std::vector<std::string> errors;
@@ -76,8 +77,9 @@ std::chrono::seconds inhibit_delay_margin(std::chrono::nanoseconds hold);
 
 // What --ensure-inhibit-delay would write, and what logind would then use.
 struct inhibit_delay_plan {
-  std::uint64_t needed_usec = 0;     // hold + margin
-  std::uint64_t write_usec = 0;      // max(needed, every value other files set): never lower
+  std::uint64_t needed_usec = 0;  // hold + margin
+  // max(needed, every value other files set), rounded up to whole seconds: never lower.
+  std::uint64_t write_usec = 0;
   std::uint64_t effective_usec = 0;  // what logind applies once the drop-in is in place
   std::string write_text;            // write_usec as the drop-in says it: "149", "infinity"
   std::string file_text;             // the drop-in's content

@@ -10,6 +10,7 @@
 #include "config.hpp"
 #include "event_log.hpp"
 #include "shutdown_shim.hpp"
+#include "target.hpp"
 
 namespace {
 
@@ -41,6 +42,10 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   auto log = shim::logger::for_stderr(cfg.format);
+  if (auto problem = shim::check_target_at_start(cfg.target)) {
+    log.error(*problem);
+    return kExitFailure;
+  }
   try {
     shim::event_recorder events(log, cfg.event_log);
     boost::asio::io_context io(1);

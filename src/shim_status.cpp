@@ -23,8 +23,7 @@ std::optional<std::string> shim_status::logind_delay_warning() const {
       "logind's InhibitDelayMaxUSec is {} but drain-delay + exit-timeout is {}: logind will end "
       "the hold early; set InhibitDelayMaxSec= above it in a logind.conf.d drop-in (or run with "
       "--ensure-inhibit-delay)",
-      format_duration(std::chrono::microseconds(*logind_delay_max_usec)),
-      format_duration(hold_needed));
+      describe_usec(*logind_delay_max_usec), format_duration(hold_needed));
 }
 
 std::vector<shim_status::check> shim_status::checks() const {

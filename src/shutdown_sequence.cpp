@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "saturating.hpp"
+
 namespace shim {
 
 namespace {
@@ -25,9 +27,7 @@ action unready(std::string message, std::string cause, shutdown_sequence::time_p
 // t + d, or the end of time rather than an overflow (a resumed unready_at comes from a file).
 shutdown_sequence::time_point later(shutdown_sequence::time_point t,
                                     shutdown_sequence::duration d) {
-  using tp = shutdown_sequence::time_point;
-  if (d > tp::max() - t) return tp::max();
-  return t + d;
+  return saturating_add(t, d);
 }
 
 }  // namespace

@@ -3,16 +3,20 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/error.hpp>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <climits>
 #include <cstring>
+#include <deque>
+#include <filesystem>
 #include <iterator>
 #include <memory>
 #include <string_view>
@@ -27,12 +31,12 @@ namespace {
 // The kernel keeps TASK_COMM_LEN - 1 bytes of the executable name in /proc/PID/comm.
 constexpr std::size_t comm_max = 15;
 
-// Reads at most `limit` bytes of a small file (pidfile, /proc entries). Returns 0 or an errno.
-// O_NONBLOCK so that a FIFO planted as pidfile cannot hang the shim.
-int read_small_file(const std::string& path, std::string& out, std::size_t limit = 4096) {
+// Linux's own limit on symlinks followed in one path lookup (MAXSYMLINKS).
+constexpr int kMaxSymlinks = 40;
+
+// Reads at most `limit` bytes from fd. Returns 0 or an errno.
+int read_limited(const unique_fd& fd, std::string& out, std::size_t limit) {
   out.clear();
-  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (!fd) return errno;
   char buffer[512];
   while (out.size() < limit) {
     const ssize_t n = ::read(fd.get(), buffer, std::min(sizeof buffer, limit - out.size()));
@@ -44,6 +48,14 @@ int read_small_file(const std::string& path, std::string& out, std::size_t limit
     out.append(buffer, static_cast<std::size_t>(n));
   }
   return 0;
+}
+
+// Reads at most `limit` bytes of a small /proc file. Returns 0 or an errno. O_NONBLOCK so that a
+// FIFO in a fake tree cannot hang the shim.
+int read_small_file(const std::string& path, std::string& out, std::size_t limit = 4096) {
+  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd) return errno;
+  return read_limited(fd, out, limit);
 }
 
 std::string_view trim(std::string_view s) {
@@ -77,6 +89,20 @@ std::optional<char> process_state(const std::string& proc_root, pid_t pid) {
   return stat[close + 2];
 }
 
+// The value of a "Key:\tvalue" line of /proc/PID/status, trimmed; empty if there is none.
+std::string_view status_field(std::string_view status, std::string_view key) {
+  while (!status.empty()) {
+    const auto end = status.find('\n');
+    const auto line = status.substr(0, end);
+    if (line.starts_with(key) && line.substr(key.size()).starts_with(':')) {
+      return trim(line.substr(key.size() + 1));
+    }
+    if (end == std::string_view::npos) break;
+    status.remove_prefix(end + 1);
+  }
+  return {};
+}
+
 // Empty when PID names a live process; otherwise why not. A thread id also has a (hidden)
 // /proc/TID directory, but pidfd_open refuses it, so it is reported here instead.
 std::string check_pid(const std::string& proc_root, pid_t pid) {
@@ -84,29 +110,104 @@ std::string check_pid(const std::string& proc_root, pid_t pid) {
   if (::access(dir.c_str(), F_OK) != 0) return fmt::format("no process with PID {}", pid);
   std::string status;
   if (read_small_file(proc_path(proc_root, pid, "status"), status) == 0) {
-    constexpr std::string_view tgid_key = "\nTgid:";
-    const auto at = status.find(tgid_key);
-    if (at != std::string::npos) {
-      auto line = std::string_view(status).substr(at + tgid_key.size());
-      const auto tgid = parse_pid(trim(line.substr(0, line.find('\n'))));
-      if (tgid && *tgid != pid) {
-        return fmt::format("PID {} is a thread of process {}, not a process", pid, *tgid);
-      }
+    const auto tgid = parse_pid(status_field(status, "Tgid"));
+    if (tgid && *tgid != pid) {
+      return fmt::format("PID {} is a thread of process {}, not a process", pid, *tgid);
     }
   }
   return {};
 }
 
+// Why PID may never be a target, whatever named it; empty when it may. SIGTERM to init reboots or
+// kills the machine (or the container); to the shim or its parent it would end the hold itself.
+std::string forbidden_target(pid_t pid) {
+  if (pid == 1) return "PID 1 is init; the shim never signals it";
+  if (pid == ::getpid()) return fmt::format("PID {} is the shim itself; never signalled", pid);
+  if (pid == ::getppid()) return fmt::format("PID {} is the shim's parent; never signalled", pid);
+  return {};
+}
+
+// Whether the process's real and effective uid (/proc/PID/status "Uid:" line: real, effective,
+// saved, filesystem) are both uid; false when that cannot be read (it has exited).
+bool owned_by(const std::string& proc_root, pid_t pid, uid_t uid) {
+  std::string status;
+  if (read_small_file(proc_path(proc_root, pid, "status"), status) != 0) return false;
+  const std::string_view uids = status_field(status, "Uid");
+  std::array<uid_t, 2> real_effective{};
+  std::size_t at = 0;
+  for (auto& id : real_effective) {
+    at = uids.find_first_not_of(" \t", at);
+    if (at == std::string_view::npos) return false;
+    const auto [end, error] = std::from_chars(uids.data() + at, uids.data() + uids.size(), id);
+    if (error != std::errc()) return false;
+    at = static_cast<std::size_t>(end - uids.data());
+  }
+  return real_effective[0] == uid && real_effective[1] == uid;
+}
+
+bool trusted_owner(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
+bool writable_by_others(mode_t mode) { return (mode & (S_IWGRP | S_IWOTH)) != 0; }
+
+// Why the directory at `path` may not lead to a pidfile; nullopt when it may. holds_file: it is
+// the directory the pidfile is in.
+std::optional<std::string> untrusted_directory(const std::string& path, const struct stat& st,
+                                               bool holds_file) {
+  if (!trusted_owner(st.st_uid)) {
+    return fmt::format("directory {} is owned by uid {}, not by root or the shim's uid {}", path,
+                       st.st_uid, ::geteuid());
+  }
+  if (!writable_by_others(st.st_mode)) return std::nullopt;
+  if (holds_file) {
+    return fmt::format(
+        "directory {}, which holds the pidfile, is writable by group or others "
+        "(mode {:04o})",
+        path, st.st_mode & 07777);
+  }
+  if ((st.st_mode & S_ISVTX) == 0) {
+    return fmt::format("directory {} is writable by group or others (mode {:04o}) and not sticky",
+                       path, st.st_mode & 07777);
+  }
+  return std::nullopt;
+}
+
+// The components of a path, without empty ones and ".".
+std::deque<std::string> path_components(std::string_view path) {
+  std::deque<std::string> out;
+  while (!path.empty()) {
+    const auto slash = path.find('/');
+    const auto part = path.substr(0, slash);
+    if (!part.empty() && part != ".") out.emplace_back(part);
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash + 1);
+  }
+  return out;
+}
+
+// For messages: the walked path one step further down ("..": up).
+std::string step(const std::string& where, const std::string& name) {
+  if (name == "..") {
+    const auto slash = where.rfind('/');
+    return slash == 0 || slash == std::string::npos ? "/" : where.substr(0, slash);
+  }
+  return where == "/" ? "/" + name : where + "/" + name;
+}
+
 resolved_target resolve_pid(const std::string& proc_root, pid_t pid) {
   if (pid <= 0) return {{}, fmt::format("PID {} is not valid", pid)};
+  if (auto why = forbidden_target(pid); !why.empty()) return {{}, std::move(why)};
   if (auto why = check_pid(proc_root, pid); !why.empty()) return {{}, std::move(why)};
   return {{pid}, {}};
 }
 
 resolved_target resolve_pidfile(const std::string& proc_root, const std::string& path) {
+  auto file = open_trusted_pidfile(path);
+  if (!file.refusal.empty()) {
+    return {{}, fmt::format("pidfile {} is not trusted: {}", path, file.refusal)};
+  }
+  if (!file.fd) return {{}, fmt::format("pidfile {}: {}", path, std::strerror(file.error))};
   std::string content;
   // More than a PID line is malformed anyway; the limit only keeps a wrong path from costing much.
-  if (const int error = read_small_file(path, content, 256); error != 0) {
+  if (const int error = read_limited(file.fd, content, 256); error != 0) {
     return {{}, fmt::format("pidfile {}: {}", path, std::strerror(error))};
   }
   const auto text = trim(content);
@@ -118,23 +219,22 @@ resolved_target resolve_pidfile(const std::string& proc_root, const std::string&
             fmt::format("pidfile {}: {:?}{} is not a PID", path, text.substr(0, shown),
                         text.size() > shown ? "..." : "")};
   }
-  if (auto why = check_pid(proc_root, *pid); !why.empty()) {
-    return {{}, fmt::format("pidfile {}: {}", path, why)};
+  for (const auto& why : {forbidden_target(*pid), check_pid(proc_root, *pid)}) {
+    if (!why.empty()) return {{}, fmt::format("pidfile {}: {}", path, why)};
   }
   return {{*pid}, {}};
 }
 
-resolved_target resolve_name(const std::string& proc_root, const std::string& name) {
+resolved_target resolve_name(const std::string& proc_root, const std::string& name, uid_t uid) {
   const std::string_view comm_wanted = std::string_view(name).substr(0, comm_max);
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(proc_root.c_str()), &::closedir);
   if (!dir) return {{}, fmt::format("{}: {}", proc_root, std::strerror(errno))};
-  const pid_t self = ::getpid();
   resolved_target result;
   std::string comm;
   // readdir only fails with EBADF, which cannot happen for a stream we opened.
   while (const dirent* entry = ::readdir(dir.get())) {
     const auto pid = parse_pid(entry->d_name);
-    if (!pid || *pid == self) continue;
+    if (!pid || !forbidden_target(*pid).empty()) continue;
     // Any of these reads fails when the process exits meanwhile: it is simply not a match.
     if (read_small_file(proc_path(proc_root, *pid, "comm"), comm) != 0) continue;
     if (!comm.empty() && comm.back() == '\n') comm.pop_back();
@@ -142,10 +242,13 @@ resolved_target resolve_name(const std::string& proc_root, const std::string& na
     // A zombie (or a dead task about to vanish) cannot react to a signal any more.
     const auto state = process_state(proc_root, *pid);
     if (!state || *state == 'Z' || *state == 'X') continue;
+    // Anyone can name a process anything: another user's would let that user stretch the hold,
+    // or turn /readyz ready again after a cancel (issue 8, item 7).
+    if (!owned_by(proc_root, *pid, uid)) continue;
     result.pids.push_back(*pid);
   }
   if (result.pids.empty()) {
-    result.reason = fmt::format("no process named {}", name);
+    result.reason = fmt::format("no process named {} owned by uid {}", name, uid);
   } else {
     std::sort(result.pids.begin(), result.pids.end());
   }
@@ -172,9 +275,121 @@ bool process_handle::send_signal(int signal) const {
 resolved_target resolve_target(const target_spec& spec, const std::string& proc_root) {
   if (spec.pid) return resolve_pid(proc_root, *spec.pid);
   if (!spec.pidfile.empty()) return resolve_pidfile(proc_root, spec.pidfile);
-  if (!spec.name.empty()) return resolve_name(proc_root, spec.name);
+  if (!spec.name.empty()) return resolve_name(proc_root, spec.name, spec.name_uid);
   if (spec.wrapper()) return {{}, "wrapper mode: the target is the shim's own child"};
   return {{}, "no target configured"};
+}
+
+trusted_pidfile open_trusted_pidfile(const std::string& path) {
+  trusted_pidfile out;
+  auto fail = [&out](int error) {
+    out.error = error;
+    return std::move(out);
+  };
+  auto refuse = [&out](std::string why) {
+    out.refusal = std::move(why);
+    return std::move(out);
+  };
+
+  std::string absolute = path;
+  if (!path.starts_with('/')) {
+    std::error_code ec;
+    const auto cwd = std::filesystem::current_path(ec);
+    if (ec) return fail(ec.value());
+    absolute = (cwd / path).string();
+  }
+  std::deque<std::string> todo = path_components(absolute);
+
+  unique_fd dir;
+  struct stat dir_st {};
+  std::string where;
+  // Starts (again) at "/", which is checked like any directory on the way.
+  auto open_root = [&]() -> std::optional<std::string> {
+    dir = unique_fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!dir || ::fstat(dir.get(), &dir_st) != 0) return std::strerror(errno);
+    where = "/";
+    return untrusted_directory(where, dir_st, false);
+  };
+  if (auto why = open_root()) return refuse(*why);
+
+  int symlinks = 0;
+  while (!todo.empty()) {
+    const std::string name = std::move(todo.front());
+    todo.pop_front();
+    const std::string here = step(where, name);
+    unique_fd fd(::openat(dir.get(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0) return fail(errno);
+
+    if (S_ISLNK(st.st_mode)) {
+      if (!trusted_owner(st.st_uid)) {
+        return refuse(fmt::format("symlink {} is owned by uid {}, not by root or the shim's uid {}",
+                                  here, st.st_uid, ::geteuid()));
+      }
+      if (++symlinks > kMaxSymlinks) return fail(ELOOP);
+      std::array<char, PATH_MAX> target{};
+      const ssize_t n = ::readlinkat(fd.get(), "", target.data(), target.size());
+      if (n < 0) return fail(errno);
+      if (static_cast<std::size_t>(n) == target.size()) return fail(ENAMETOOLONG);
+      const std::string_view link(target.data(), static_cast<std::size_t>(n));
+      auto parts = path_components(link);
+      todo.insert(todo.begin(), parts.begin(), parts.end());
+      if (link.starts_with('/')) {
+        if (auto why = open_root()) return refuse(*why);
+      }
+      continue;
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (todo.empty()) return fail(EISDIR);
+      // Whether it holds the pidfile is known only at the last step, which checks it once more.
+      if (auto why = untrusted_directory(here, st, false)) return refuse(*why);
+      dir = std::move(fd);
+      dir_st = st;
+      where = here;
+      continue;
+    }
+    if (!todo.empty()) return fail(ENOTDIR);
+
+    if (auto why = untrusted_directory(where, dir_st, true)) return refuse(*why);
+    if (!S_ISREG(st.st_mode)) return refuse(fmt::format("{} is not a regular file", here));
+    if (!trusted_owner(st.st_uid)) {
+      return refuse(fmt::format("{} is owned by uid {}, not by root or the shim's uid {}", here,
+                                st.st_uid, ::geteuid()));
+    }
+    if (writable_by_others(st.st_mode)) {
+      return refuse(
+          fmt::format("{} is writable by group or others (mode {:04o})", here, st.st_mode & 07777));
+    }
+    unique_fd file(::openat(dir.get(), name.c_str(),
+                            O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    struct stat opened {};
+    if (!file || ::fstat(file.get(), &opened) != 0) return fail(errno);
+    if (opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
+      return refuse(fmt::format("{} was replaced while it was being checked", here));
+    }
+    out.fd = std::move(file);
+    return out;
+  }
+  return fail(EISDIR);  // the path was "/" (or only "." and "..")
+}
+
+std::optional<std::string> check_target_at_start(const target_spec& spec) {
+  if (spec.pid) {
+    if (auto why = forbidden_target(*spec.pid); !why.empty()) {
+      return fmt::format("--target-pid={}: {}", *spec.pid, why);
+    }
+  }
+  if (!spec.pidfile.empty()) {
+    const auto file = open_trusted_pidfile(spec.pidfile);
+    if (!file.refusal.empty()) {
+      return fmt::format("--target-pidfile={} is not trusted: {}", spec.pidfile, file.refusal);
+    }
+    // A pidfile that does not exist yet is normal: the target writes it once it runs.
+    if (!file.fd && file.error != ENOENT) {
+      return fmt::format("--target-pidfile={}: {}", spec.pidfile, std::strerror(file.error));
+    }
+  }
+  return std::nullopt;
 }
 
 void exit_watcher::watch(process_handle process, std::function<void(pid_t)> on_exit) {

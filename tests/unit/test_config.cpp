@@ -173,6 +173,25 @@ TEST(FormatDuration, RoundTripsThroughParse) {
   }
 }
 
+// Issue 8, item 9: describe_usec went through nanoseconds, which overflow for logind values of
+// about 292 years or more. format_usec renders every uint64 microsecond value.
+TEST(FormatUsec, RendersEveryValueLikeGo) {
+  EXPECT_EQ(format_usec(0), "0s");
+  EXPECT_EQ(format_usec(1), "1\xc2\xb5s");
+  EXPECT_EQ(format_usec(999), "999\xc2\xb5s");
+  EXPECT_EQ(format_usec(1500), "1.5ms");
+  EXPECT_EQ(format_usec(250'000), "250ms");
+  EXPECT_EQ(format_usec(472'500'000), "7m52.5s");
+  EXPECT_EQ(format_usec(3'600'000'001), "1h0m0.000001s");
+  // 292 years and more: past what int64 nanoseconds hold.
+  EXPECT_EQ(format_usec(9'223'372'036'854'776), "2562047h47m16.854776s");
+  EXPECT_EQ(format_usec(std::numeric_limits<std::uint64_t>::max()), "5124095576h1m49.551615s");
+  for (const std::uint64_t usec : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{999'999},
+                                   std::uint64_t{1'000'000}, std::uint64_t{86'400'000'000}}) {
+    EXPECT_EQ(format_usec(usec), format_duration(std::chrono::microseconds(usec))) << usec;
+  }
+}
+
 // --- signals -------------------------------------------------------------------------------------
 
 TEST(ParseSignal, AcceptsNamesAndNumbers) {
@@ -411,8 +430,27 @@ TEST(ParseFlags, DurationErrorsNameTheFlag) {
   EXPECT_EQ(usage_message({"--exit-timeout=-1s"}),
             "--exit-timeout: \"-1s\" is negative; a delay must be 0 or more");
   EXPECT_EQ(usage_message({"--drain-delay=9999999h"}),
-            "--drain-delay: \"9999999h\" is too large (at most 2562047h47m16.854775807s)");
+            "--drain-delay: \"9999999h\" is longer than 24h0m0s, the most a duration flag may be");
   EXPECT_EQ(parse({"--drain-delay=0", "--signal-delay=0s", "--exit-timeout=0ms"}).drain_delay, 0s);
+}
+
+// Issue 8, item 9: --drain-delay=2562047h47m16s parsed, and the hold + margin sums wrapped (the
+// hold was released after 3.7 ms). Every duration flag is bounded at 24h by the one helper.
+TEST(ParseFlags, EveryDurationFlagIsAtMostADay) {
+  for (const std::string flag : {"--drain-delay", "--signal-delay", "--exit-timeout"}) {
+    for (const std::string value :
+         {"2562047h47m16s", "24h0m0.000000001s", "25h", "1441m", "86401s", "2562047h47m17s"}) {
+      EXPECT_EQ(
+          usage_message({flag + "=" + value}),
+          flag + ": \"" + value + "\" is longer than 24h0m0s, the most a duration flag may be");
+    }
+    EXPECT_EQ(parse({flag + "=24h"}).what, config::action::run);
+    EXPECT_EQ(parse({flag + "=1439m59.999999999s"}).what, config::action::run);
+  }
+  const config longest = parse({"--drain-delay=24h", "--signal-delay=24h", "--exit-timeout=24h"});
+  EXPECT_EQ(longest.drain_delay, 24h);
+  EXPECT_EQ(longest.signal_delay, 24h);
+  EXPECT_EQ(longest.exit_timeout, 24h);
 }
 
 TEST(ParseFlags, SignalFlag) {
@@ -425,7 +463,7 @@ TEST(ParseFlags, SignalFlag) {
 }
 
 TEST(ParseFlags, TargetValues) {
-  EXPECT_EQ(parse({"--target-pid=1"}).target.pid, 1);
+  EXPECT_EQ(parse({"--target-pid=2"}).target.pid, 2);
   EXPECT_EQ(parse({"--target-pid=2147483647"}).target.pid, 2147483647);
   for (const auto value : {"0", "-1", "+5", "abc", "12a", "", "2147483648", " 5"}) {
     const std::string arg = "--target-pid=" + std::string(value);
@@ -441,24 +479,51 @@ TEST(ParseFlags, TargetValues) {
   EXPECT_EQ(usage_message({"--event-log="}), "--event-log: empty path");
 }
 
+// Issue 8, item 7: --target-pid=1 was accepted, and a shutdown sent SIGTERM to init.
+TEST(ParseFlags, TargetPidOneIsAUsageError) {
+  EXPECT_EQ(usage_message({"--target-pid=1"}),
+            "--target-pid: PID 1 is init; the shim never signals it");
+  EXPECT_EQ(usage_message({"--target-pid", "01"}),
+            "--target-pid: PID 1 is init; the shim never signals it");
+}
+
+TEST(ParseFlags, TargetUserNarrowsTargetName) {
+  EXPECT_EQ(parse({"--target-name=x"}).target.name_uid, 0u) << "root's processes by default";
+  EXPECT_EQ(parse({"--target-name=x", "--target-user=nobody"}).target.name_uid, 65534u);
+  EXPECT_EQ(parse({"--target-user", "root", "--target-name=x"}).target.name_uid, 0u);
+  EXPECT_EQ(parse({"--target-name=x", "--target-user=1234"}).target.name_uid, 1234u);
+  EXPECT_EQ(usage_message({"--target-name=x", "--target-user=no-such-user-here"}),
+            "--target-user: no user \"no-such-user-here\"");
+  EXPECT_EQ(usage_message({"--target-name=x", "--target-user="}), "--target-user: empty user");
+  EXPECT_EQ(usage_message({"--target-name=x", "--target-user=4294967295"}),
+            "--target-user: \"4294967295\" is not a valid UID");
+  EXPECT_EQ(usage_message({"--target-name=x", "--target-user=4294967296"}),
+            "--target-user: \"4294967296\" is not a valid UID");
+  EXPECT_EQ(usage_message({"--target-user=root"}), "--target-user applies only to --target-name");
+  EXPECT_EQ(usage_message({"--target-pidfile=/p", "--target-user=root"}),
+            "--target-user applies only to --target-name");
+  EXPECT_EQ(usage_message({"--target-name=x", "--target-user=0", "--target-user=0"}),
+            "--target-user: given more than once");
+}
+
 TEST(ParseFlags, TargetConflictsNameBothFlags) {
   EXPECT_EQ(
-      usage_message({"--target-pid=1", "--target-name=x"}),
+      usage_message({"--target-pid=2", "--target-name=x"}),
       "--target-pid and --target-name are mutually exclusive; pick one way to find the target");
-  EXPECT_THAT(usage_message({"--target-pidfile=/p", "--target-pid", "1"}),
+  EXPECT_THAT(usage_message({"--target-pidfile=/p", "--target-pid", "2"}),
               StartsWith("--target-pidfile and --target-pid are mutually exclusive"));
   EXPECT_THAT(usage_message({"--target-name=x", "--target-pidfile=/p"}),
               StartsWith("--target-name and --target-pidfile are mutually exclusive"));
   EXPECT_THAT(usage_message({"--target-name=x", "--", "sleep", "1"}),
               StartsWith("--target-name and a command after -- are mutually exclusive"));
-  EXPECT_THAT(usage_message({"--target-pid=1", "--", "sleep"}),
+  EXPECT_THAT(usage_message({"--target-pid=2", "--", "sleep"}),
               StartsWith("--target-pid and a command after -- are mutually exclusive"));
 }
 
 TEST(ParseFlags, SingleValuedFlagsOnlyOnce) {
   EXPECT_EQ(usage_message({"--drain-delay=1s", "--drain-delay", "2s"}),
             "--drain-delay: given more than once");
-  EXPECT_EQ(usage_message({"--target-pid=1", "--target-pid=2"}),
+  EXPECT_EQ(usage_message({"--target-pid=2", "--target-pid=3"}),
             "--target-pid: given more than once");
   EXPECT_EQ(usage_message({"--log-format=json", "--log-format=json"}),
             "--log-format: given more than once");
@@ -494,6 +559,9 @@ TEST(ParseFlags, UnknownFlags) {
   EXPECT_EQ(usage_message({"--Listen=0.0.0.0:80"}), "unknown flag --Listen");
   EXPECT_EQ(usage_message({"---listen=0.0.0.0:80"}), "unknown flag ---listen");
   EXPECT_EQ(usage_message({"--=x"}), "unknown flag --");
+  // Found by the flags fuzz target: the name was printed raw, and a newline split the one line.
+  EXPECT_EQ(usage_message({"--ta\n"}), "unknown flag \"--ta\\n\"");
+  EXPECT_EQ(usage_message({"--a b=1"}), "unknown flag \"--a b\"");
 }
 
 TEST(ParseFlags, MissingValues) {
@@ -516,7 +584,7 @@ TEST(ParseFlags, HelpAndVersion) {
   // Wins over what follows, even nonsense...
   EXPECT_EQ(parse({"--drain-delay=1s", "--help", "--bogus", "stray"}).what, config::action::help);
   EXPECT_EQ(parse({"--version", "--help"}).what, config::action::version);
-  EXPECT_EQ(parse({"--target-pid=1", "--version", "--target-name=x"}).what,
+  EXPECT_EQ(parse({"--target-pid=2", "--version", "--target-name=x"}).what,
             config::action::version);
   // ...but what comes before is still checked.
   EXPECT_EQ(usage_message({"--bogus", "--help"}), "unknown flag --bogus");
@@ -531,14 +599,14 @@ TEST(UsageText, ListsEveryFlagWithinHundredColumns) {
   const std::string text = usage_text();
   for (const auto flag : {"--listen=", "--drain-delay=", "--signal-delay=", "--exit-timeout=",
                           "--signal=", "--target-pid=", "--target-pidfile=", "--target-name=",
-                          "--inhibit=", "--forward-on-sigterm=", "--event-log=", "--log-format=",
-                          "--ensure-inhibit-delay[=try|required]", "--logind-conf-dir=", "--help",
-                          "-h", "--version", "-- COMMAND"}) {
+                          "--target-user=", "--inhibit=", "--forward-on-sigterm=", "--event-log=",
+                          "--log-format=", "--ensure-inhibit-delay[=try|required]",
+                          "--logind-conf-dir=", "--help", "-h", "--version", "-- COMMAND"}) {
     EXPECT_THAT(text, HasSubstr(flag));
   }
   for (const auto def : {"(default 0.0.0.0:6080)", "(default 1m10s)", "(default 0s)",
                          "(default 1m5s)", "(default TERM)", "(default auto)", "(default text)",
-                         "(default /etc/systemd/logind.conf.d)"}) {
+                         "(default /etc/systemd/logind.conf.d)", "at most 24h0m0s"}) {
     EXPECT_THAT(text, HasSubstr(def));
   }
   std::istringstream lines(text);

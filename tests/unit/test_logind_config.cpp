@@ -96,10 +96,93 @@ TEST(ParseLogindTimespan, RefusesTheRest) {
   }
 }
 
+// systemd's own cases for parse_sec() and parse_time(.., USEC_PER_SEC): test_parse_sec and
+// test_parse_time in src/test/test-time-util.c (systemd/systemd; the same cases in v252). Every
+// row was also checked against Debian 12's systemd 252.39 (`systemd-analyze timespan`).
+constexpr std::uint64_t kMsec = 1'000;
+constexpr std::uint64_t kYear = 31'557'600 * kSec;
+
+TEST(ParseLogindTimespan, SystemdTestTimeUtilAccepts) {
+  const std::pair<const char*, std::uint64_t> cases[] = {
+      {"5s", 5 * kSec},
+      {"5s500ms", 5 * kSec + 500 * kMsec},
+      {" 5s 500ms  ", 5 * kSec + 500 * kMsec},
+      {" 5.5s  ", 5 * kSec + 500 * kMsec},
+      {" 5.5s 0.5ms ", 5 * kSec + 500 * kMsec + 500},
+      {" .22s ", 220 * kMsec},
+      {" .50y ", kYear / 2},
+      {"2.5", 2500 * kMsec},
+      {".7", 700 * kMsec},
+      {"23us", 23},
+      {"23\xc2\xb5s", 23},  // U+00B5 MICRO SIGN
+      {"23\xce\xbcs", 23},  // U+03BC GREEK SMALL LETTER MU
+      {"infinity", kInfinityUsec},
+      {" infinity ", kInfinityUsec},
+      {"+3.1s", 3100 * kMsec},
+      {"3.1s.2", 3300 * kMsec},
+      {"3.1 .2", 3300 * kMsec},
+      {"3.1 sec .2 sec", 3300 * kMsec},
+      {"3.1 sec 1.2 sec", 4300 * kMsec},
+      {"5", 5 * kSec},                       // test_parse_time
+      {"1.1111111111111y", 35063999999997},  // test_parse_time: digits below 1 µs count 0
+  };
+  for (const auto& [text, usec] : cases) {
+    EXPECT_EQ(parse_logind_timespan(text), usec) << '"' << text << '"';
+  }
+}
+
+TEST(ParseLogindTimespan, SystemdTestTimeUtilRefuses) {
+  for (const char* text :
+       {" xyz ",       "",         " . ",
+        " 5. ",        ".s ",      "-5s ",
+        "-0.3s ",      "-0.0s ",   "-0.-0s ",
+        "0.-0s ",      "3.-0s ",   " infinity .7",
+        ".3 infinity", "3.+1s",    "3. 1s",
+        "3.s",         "12.34.56", "12..34",
+        "..1234",      "1234..",   "11111111111111y" /* test_parse_time: -ERANGE */}) {
+    EXPECT_FALSE(parse_logind_timespan(text)) << '"' << text << '"';
+  }
+}
+
+// Issue 8, item 9: a double for the fraction and an overflow rule of its own. "18446744073709.8"
+// wrapped to 0.25 s, systemd's limit was accepted, and "3.", "12.34.56", "0..0" were taken.
+// Values here are systemd-analyze's on systemd 252.39.
+TEST(ParseLogindTimespan, SameLimitsAsSystemd252) {
+  for (const char* text :
+       {"18446744073709.8", "584542y", "3.", "12.34.56", "0..0", "18446744073709",
+        "9223372036854775808us", "18446744073709551615us", "infinity5", "5 x", "5\v"}) {
+    EXPECT_FALSE(parse_logind_timespan(text)) << '"' << text << '"';
+  }
+  const std::pair<std::string, std::uint64_t> cases[] = {
+      {"584541y", 18446711061600000000u},
+      {"18446744073708", 18446744073708000000u},  // the most whole seconds it takes
+      {"9223372036854775807us", 9223372036854775807u},
+      {"472.5s", 472'500'000},
+      {"1min30s", 90 * kSec},
+      {"5 5", 10 * kSec},
+      // strtoll() skips \v and \f and takes a sign; only a leading '-' is refused before it.
+      {"\v5", 5 * kSec},
+      {"\v-0", 0},
+      // A C string: logind never sees past a NUL.
+      {std::string("7\0 garbage", 10), 7 * kSec},
+  };
+  for (const auto& [text, usec] : cases) {
+    EXPECT_EQ(parse_logind_timespan(text), usec) << '"' << text << '"';
+  }
+}
+
 TEST(DescribeUsec, ReadsLikeTheFlags) {
   EXPECT_EQ(describe_usec(149 * kSec), "2m29s");
   EXPECT_EQ(describe_usec(5 * kSec), "5s");
+  EXPECT_EQ(describe_usec(472'500'000), "7m52.5s");
   EXPECT_EQ(describe_usec(kInfinityUsec), "infinity");
+}
+
+// Issue 8, item 9: it went through nanoseconds, which overflow for about 292 years or more.
+TEST(DescribeUsec, EveryValueUpToInfinity) {
+  EXPECT_EQ(describe_usec(292 * kYear), "2559672h0m0s");
+  EXPECT_EQ(describe_usec(18446711061600000000u), "5124086406h0m0s");
+  EXPECT_EQ(describe_usec(kInfinityUsec - 1), "5124095576h1m49.551614s");
 }
 
 // --- reading the files ---------------------------------------------------------------------------
@@ -188,6 +271,48 @@ TEST(PlanInhibitDelay, NeverLowersAValueSetElsewhere) {
   EXPECT_EQ(plan.write_usec, 600 * kSec);
   EXPECT_EQ(plan.effective_usec, 600 * kSec);
   EXPECT_THAT(plan.file_text, HasSubstr("InhibitDelayMaxSec=600\n"));
+}
+
+// Issue 8, item 9: the drop-in holds whole seconds, and 472.5s elsewhere made the shim write 472.
+TEST(PlanInhibitDelay, RoundsUpNeverDown) {
+  fake_root root;
+  write(root.etc("10-longer.conf"), login("472.5s"));
+  const auto plan = plan_inhibit_delay(root.paths, 135s);
+  EXPECT_EQ(plan.error, "");
+  EXPECT_EQ(plan.write_text, "473");
+  EXPECT_EQ(plan.write_usec, 473 * kSec);
+  EXPECT_EQ(plan.effective_usec, 473 * kSec);
+  EXPECT_THAT(plan.file_text, HasSubstr("InhibitDelayMaxSec=473\n"));
+
+  write(root.etc("10-longer.conf"), login("472s 1us"));
+  EXPECT_EQ(plan_inhibit_delay(root.paths, 135s).write_text, "473");
+  write(root.etc("10-longer.conf"), login("472s"));
+  EXPECT_EQ(plan_inhibit_delay(root.paths, 135s).write_text, "472");
+}
+
+TEST(PlanInhibitDelay, ValuesNearInfinity) {
+  fake_root root;
+  // The most whole seconds systemd takes, and one more microsecond: only "infinity" is as long.
+  write(root.etc("10-long.conf"), login("18446744073708"));
+  EXPECT_EQ(plan_inhibit_delay(root.paths, 10s).write_text, "18446744073708");
+  write(root.etc("10-long.conf"), login("18446744073708s 1us"));
+  const auto plan = plan_inhibit_delay(root.paths, 10s);
+  EXPECT_EQ(plan.error, "");
+  EXPECT_EQ(plan.write_usec, kInfinityUsec);
+  EXPECT_EQ(plan.write_text, "infinity");
+  write(root.etc("10-long.conf"), login("584541y"));
+  EXPECT_EQ(plan_inhibit_delay(root.paths, 10s).write_text, "18446711061600");
+}
+
+TEST(PlanInhibitDelay, TheLongestHoldDoesNotOverflow) {
+  fake_root root;
+  const auto longest = std::chrono::nanoseconds::max();
+  const auto plan = plan_inhibit_delay(root.paths, longest);
+  EXPECT_EQ(plan.error, "");
+  // ceil(9223372036.854775807 s) + 10 % of it = 9223372037 + 922337204 seconds.
+  EXPECT_EQ(plan.needed_usec, 10145709241 * kSec);
+  EXPECT_EQ(plan.write_text, "10145709241");
+  EXPECT_EQ(inhibit_delay_margin(longest), 922337204s);
 }
 
 TEST(PlanInhibitDelay, InfinityElsewhereIsWrittenAsInfinity) {

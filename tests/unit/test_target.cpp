@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -45,7 +47,8 @@ class test_child {
 
   // A forked child that renames itself (as exec would: same 15-byte truncation), then either waits
   // to be killed or exits. Returns once the name is set, so the test needs no retry loop.
-  static std::unique_ptr<test_child> named(const std::string& name, bool exit_at_once = false) {
+  static std::unique_ptr<test_child> named(const std::string& name, bool exit_at_once = false,
+                                           std::optional<uid_t> uid = std::nullopt) {
     int ready[2];
     if (::pipe2(ready, O_CLOEXEC) != 0) {
       throw std::system_error(errno, std::generic_category(), "pipe2");
@@ -54,6 +57,7 @@ class test_child {
     child->pid_ = ::fork();
     if (child->pid_ == 0) {
       ::prctl(PR_SET_NAME, name.c_str());
+      if (uid && ::setresuid(*uid, *uid, *uid) != 0) ::_exit(126);
       if (exit_at_once) ::_exit(0);
       const char byte = 1;
       [[maybe_unused]] const auto n = ::write(ready[1], &byte, 1);
@@ -131,7 +135,8 @@ void write_file(const fs::path& path, const std::string& content) {
 }
 
 // A name unique to this test run, for a symlink whose basename becomes the child's comm.
-std::string unique_name(const std::string& tag) { return "s" + std::to_string(::getpid()) + tag; }
+// (Formatted: GCC 12 at -O3 reports a false -Wrestrict for "s" + std::string, GCC bug 105329.)
+std::string unique_name(const std::string& tag) { return fmt::format("s{}{}", ::getpid(), tag); }
 
 fs::path link_to(const temp_dir& dir, const std::string& name, const char* program) {
   const fs::path link = dir.path() / name;
@@ -140,6 +145,32 @@ fs::path link_to(const temp_dir& dir, const std::string& name, const char* progr
 }
 
 const char* const sleep_program = "/bin/sleep";
+
+constexpr uid_t kNobody = 65534;
+
+// Files owned by another user need root to make. CI runs as root, where skipping would hide the
+// test, so there a missing root fails.
+#define REQUIRE_ROOT()                                                             \
+  do {                                                                             \
+    if (::geteuid() != 0) {                                                        \
+      if (std::getenv("CI") != nullptr) FAIL() << "needs root (chown, setresuid)"; \
+      GTEST_SKIP() << "needs root (chown, setresuid)";                             \
+    }                                                                              \
+  } while (false)
+
+void change_owner(const fs::path& path, uid_t uid) {
+  if (::lchown(path.c_str(), uid, static_cast<gid_t>(-1)) != 0) {
+    throw std::system_error(errno, std::generic_category(), "lchown " + path.string());
+  }
+}
+
+// What open_trusted_pidfile says about path: "trusted", "errno N", or the refusal.
+std::string verdict(const fs::path& path) {
+  const auto file = open_trusted_pidfile(path.string());
+  if (!file.refusal.empty()) return file.refusal;
+  if (file.fd) return "trusted";
+  return "errno " + std::to_string(file.error);
+}
 
 // --- process_handle -----------------------------------------------------------------------------
 
@@ -372,7 +403,7 @@ TEST(ResolveTarget, NameFromExecIsFound) {
   spec.name = name;
   const auto result = resolve_target(spec);
   EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "no process named " + name);
+  EXPECT_EQ(result.reason, "no process named " + name + " owned by uid 0");
 }
 
 TEST(ResolveTarget, NameSkipsZombies) {
@@ -400,22 +431,45 @@ TEST(ResolveTarget, NameWithoutMatch) {
   spec.name = unique_name("-no-such-process");
   const auto result = resolve_target(spec);
   EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "no process named " + spec.name);
+  EXPECT_EQ(result.reason, "no process named " + spec.name + " owned by uid 0");
 }
 
 TEST(ResolveTarget, FakeProcTree) {
   temp_dir proc;
   const auto& root = proc.path();
+  const std::string root_status = "Name:\tfoo\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n";
   write_file(root / "100" / "comm", "foo\n");
   write_file(root / "100" / "stat", "100 (foo) S 1 100 100 0 -1\n");
+  write_file(root / "100" / "status", root_status);
   write_file(root / "101" / "comm", "foo\n");
   write_file(root / "101" / "stat", "101 (foo) Z 1 101 101 0 -1\n");
+  write_file(root / "101" / "status", root_status);
   write_file(root / "102" / "comm", "foobar\n");
   write_file(root / "102" / "stat", "102 (foobar) S 1 102 102 0 -1\n");
   // comm may contain ") Z": the state is the field after the last ')'.
   write_file(root / "103" / "comm", "a) Z\n");
   write_file(root / "103" / "stat", "103 (a) Z) R 1 103 103 0 -1\n");
+  write_file(root / "103" / "status", root_status);
   write_file(root / "104" / "comm", "foo\n");  // vanished before its stat was read
+  // Same name, not root's: real or effective uid 1000, or no status (gone meanwhile).
+  write_file(root / "105" / "comm", "foo\n");
+  write_file(root / "105" / "stat", "105 (foo) S 1 105 105 0 -1\n");
+  write_file(root / "105" / "status", "Name:\tfoo\nUid:\t1000\t0\t0\t0\n");
+  write_file(root / "106" / "comm", "foo\n");
+  write_file(root / "106" / "stat", "106 (foo) S 1 106 106 0 -1\n");
+  write_file(root / "106" / "status", "Name:\tfoo\nUid:\t0\t1000\t1000\t1000\n");
+  write_file(root / "107" / "comm", "foo\n");
+  write_file(root / "107" / "stat", "107 (foo) S 1 107 107 0 -1\n");
+  write_file(root / "108" / "comm", "foo\n");
+  write_file(root / "108" / "stat", "108 (foo) S 1 108 108 0 -1\n");
+  write_file(root / "108" / "status", "Uid:\t1000\t1000\t1000\t1000\n");  // first line too
+  // PID 1 and the shim's parent never count, even when they match.
+  write_file(root / "1" / "comm", "foo\n");
+  write_file(root / "1" / "stat", "1 (foo) S 0 1 1 0 -1\n");
+  write_file(root / "1" / "status", root_status);
+  write_file(root / std::to_string(::getppid()) / "comm", "foo\n");
+  write_file(root / std::to_string(::getppid()) / "stat", "x (foo) S 1\n");
+  write_file(root / std::to_string(::getppid()) / "status", root_status);
   write_file(root / "self" / "comm", "foo\n");
   write_file(root / "200" / "comm", "thread\n");
   write_file(root / "200" / "status", "Name:\tthread\nUmask:\t0022\nState:\tS\nTgid:\t199\n");
@@ -425,7 +479,10 @@ TEST(ResolveTarget, FakeProcTree) {
   target_spec spec;
   spec.name = "foo";
   EXPECT_EQ(resolve_target(spec, root.string()).pids, std::vector<pid_t>{100});
+  spec.name_uid = 1000;
+  EXPECT_EQ(resolve_target(spec, root.string()).pids, std::vector<pid_t>{108});
   spec.name = "a) Z";
+  spec.name_uid = 0;
   EXPECT_EQ(resolve_target(spec, root.string()).pids, std::vector<pid_t>{103});
 
   target_spec by_pid;
@@ -448,6 +505,209 @@ TEST(ResolveTarget, MissingProcRoot) {
 
 TEST(ResolveTarget, NothingConfigured) {
   EXPECT_EQ(resolve_target(target_spec{}).reason, "no target configured");
+}
+
+// --- never these processes (issue 8, item 7)
+// ------------------------------------------------------
+
+// A pidfile that said 1, or --target-pid=1, sent SIGTERM to PID 1. resolve_target only finds PIDs,
+// so this test signals nothing even where the old code resolved PID 1.
+TEST(ResolveTarget, NeverPidOneTheShimOrItsParent) {
+  temp_dir dir;
+  const auto pidfile = dir.path() / "x.pid";
+  const std::pair<pid_t, std::string> forbidden[] = {
+      {1, "PID 1 is init; the shim never signals it"},
+      {::getpid(), "PID " + std::to_string(::getpid()) + " is the shim itself; never signalled"},
+      {::getppid(),
+       "PID " + std::to_string(::getppid()) + " is the shim's parent; never signalled"},
+  };
+  for (const auto& [pid, why] : forbidden) {
+    target_spec by_pid;
+    by_pid.pid = pid;
+    const auto direct = resolve_target(by_pid);
+    EXPECT_TRUE(direct.pids.empty()) << pid;
+    EXPECT_EQ(direct.reason, why);
+
+    write_file(pidfile, std::to_string(pid) + "\n");
+    target_spec by_file;
+    by_file.pidfile = pidfile.string();
+    const auto from_file = resolve_target(by_file);
+    EXPECT_TRUE(from_file.pids.empty()) << pid;
+    EXPECT_EQ(from_file.reason, "pidfile " + pidfile.string() + ": " + why);
+  }
+}
+
+TEST(CheckTargetAtStart, RefusesTheShimAndItsParentByPid) {
+  target_spec spec;
+  spec.pid = ::getpid();
+  EXPECT_EQ(check_target_at_start(spec), "--target-pid=" + std::to_string(::getpid()) + ": PID " +
+                                             std::to_string(::getpid()) +
+                                             " is the shim itself; never signalled");
+  spec.pid = ::getppid();
+  EXPECT_TRUE(check_target_at_start(spec));
+  spec.pid = 2'000'000'000;  // no such process: found out at signal time, not a start error
+  EXPECT_EQ(check_target_at_start(spec), std::nullopt);
+}
+
+// --- --target-name is root's unless --target-user (issue 8, item 7)
+// -------------------------------
+
+TEST(ResolveTarget, NameMatchesOnlyTheWantedUser) {
+  REQUIRE_ROOT();
+  const std::string name = unique_name("u");
+  const auto roots = test_child::named(name);
+  const auto nobodys = test_child::named(name, false, kNobody);
+  target_spec spec;
+  spec.name = name;
+  EXPECT_EQ(resolve_target(spec).pids, std::vector<pid_t>{roots->pid()});
+  spec.name_uid = kNobody;
+  EXPECT_EQ(resolve_target(spec).pids, std::vector<pid_t>{nobodys->pid()});
+}
+
+// --- pidfile trust, like systemd's PIDFile= (issue 8, item 7)
+// -------------------------------------
+
+TEST(TrustedPidfile, AGoodOneIsReadable) {
+  temp_dir dir;
+  write_file(dir.path() / "x.pid", "42\n");
+  EXPECT_EQ(verdict(dir.path() / "x.pid"), "trusted");
+  EXPECT_EQ(verdict(dir.path() / "missing.pid"), "errno " + std::to_string(ENOENT));
+  EXPECT_EQ(verdict(dir.path() / "nodir" / "x.pid"), "errno " + std::to_string(ENOENT));
+  EXPECT_EQ(verdict(dir.path() / "x.pid" / "y"), "errno " + std::to_string(ENOTDIR));
+  EXPECT_EQ(verdict(dir.path()), "errno " + std::to_string(EISDIR));
+}
+
+TEST(TrustedPidfile, WritableByOthersIsRefused) {
+  temp_dir dir;
+  const auto file = dir.path() / "x.pid";
+  write_file(file, "42\n");
+  for (const mode_t mode : {0666, 0664, 0646, 0622}) {
+    ASSERT_EQ(::chmod(file.c_str(), mode), 0);
+    EXPECT_EQ(verdict(file),
+              fmt::format("{} is writable by group or others (mode {:04o})", file.string(), mode));
+  }
+  ASSERT_EQ(::chmod(file.c_str(), 0600), 0);
+  EXPECT_EQ(verdict(file), "trusted");
+  // Sticky or not: another user could create the file before its daemon does.
+  for (const mode_t mode : {01777, 01770}) {
+    ASSERT_EQ(::chmod(dir.path().c_str(), mode), 0);
+    EXPECT_EQ(verdict(file), fmt::format("directory {}, which holds the pidfile, is writable by "
+                                         "group or others (mode {:04o})",
+                                         dir.path().string(), mode));
+  }
+  for (const mode_t mode : {0777, 0770}) {
+    ASSERT_EQ(::chmod(dir.path().c_str(), mode), 0);
+    EXPECT_EQ(verdict(file), fmt::format("directory {} is writable by group or others (mode "
+                                         "{:04o}) and not sticky",
+                                         dir.path().string(), mode));
+  }
+}
+
+TEST(TrustedPidfile, OwnedByAnotherUserIsRefused) {
+  REQUIRE_ROOT();
+  temp_dir dir;
+  const auto file = dir.path() / "d" / "x.pid";
+  write_file(file, "42\n");
+  change_owner(file, kNobody);
+  EXPECT_EQ(verdict(file),
+            file.string() + " is owned by uid 65534, not by root or the shim's uid 0");
+  change_owner(file, 0);
+  change_owner(file.parent_path(), kNobody);
+  EXPECT_EQ(verdict(file), "directory " + file.parent_path().string() +
+                               " is owned by uid 65534, not by root or the shim's uid 0");
+}
+
+TEST(TrustedPidfile, AncestorsMayBeWritableOnlyWhenSticky) {
+  temp_dir dir;
+  const auto shared = dir.path() / "shared";
+  const auto file = shared / "app" / "x.pid";
+  write_file(file, "42\n");
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);  // like /tmp: others cannot move "app"
+  EXPECT_EQ(verdict(file), "trusted");
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  EXPECT_EQ(verdict(file), "directory " + shared.string() +
+                               " is writable by group or others (mode 0777) and not sticky");
+}
+
+TEST(TrustedPidfile, SymlinksAreFollowedWhenTrusted) {
+  REQUIRE_ROOT();
+  temp_dir dir;
+  const auto real = dir.path() / "run" / "x.pid";
+  write_file(real, "42\n");
+  // Like /var/run -> /run: a directory link, relative and absolute, and a link to the file.
+  fs::create_directories(dir.path() / "var");
+  fs::create_symlink("../run", dir.path() / "var" / "run");
+  EXPECT_EQ(verdict(dir.path() / "var" / "run" / "x.pid"), "trusted");
+  fs::create_symlink(real, dir.path() / "abs.pid");
+  EXPECT_EQ(verdict(dir.path() / "abs.pid"), "trusted");
+  EXPECT_EQ(verdict(dir.path() / "run" / ".." / "run" / "." / "x.pid"), "trusted");
+
+  // A link another user owns could have been pointed anywhere.
+  change_owner(dir.path() / "abs.pid", kNobody);
+  EXPECT_EQ(verdict(dir.path() / "abs.pid"),
+            "symlink " + (dir.path() / "abs.pid").string() +
+                " is owned by uid 65534, not by root or the shim's uid 0");
+  // A trusted link to a file in an untrusted directory: the directory is what counts.
+  const auto open_dir = dir.path() / "open";
+  write_file(open_dir / "y.pid", "42\n");
+  ASSERT_EQ(::chmod(open_dir.c_str(), 0777), 0);
+  fs::create_symlink(open_dir / "y.pid", dir.path() / "y.pid");
+  EXPECT_EQ(verdict(dir.path() / "y.pid"),
+            "directory " + open_dir.string() +
+                " is writable by group or others (mode 0777) and not sticky");
+  // A loop ends in ELOOP, as the kernel's own lookup would.
+  fs::create_symlink("loop", dir.path() / "loop");
+  EXPECT_EQ(verdict(dir.path() / "loop"), "errno " + std::to_string(ELOOP));
+}
+
+TEST(TrustedPidfile, OnlyRegularFiles) {
+  temp_dir dir;
+  const auto fifo = dir.path() / "x.pid";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(verdict(fifo), fifo.string() + " is not a regular file");
+}
+
+TEST(TrustedPidfile, RelativePathsStartAtTheWorkingDirectory) {
+  temp_dir dir;
+  write_file(dir.path() / "x.pid", "42\n");
+  const auto cwd = fs::current_path();
+  fs::current_path(dir.path());
+  const auto trusted = verdict("x.pid");
+  ASSERT_EQ(::chmod(dir.path().c_str(), 01777), 0);
+  const auto refused = verdict("x.pid");
+  fs::current_path(cwd);
+  EXPECT_EQ(trusted, "trusted");
+  EXPECT_EQ(refused, "directory " + dir.path().string() +
+                         ", which holds the pidfile, is writable by group or others (mode 1777)");
+}
+
+TEST(ResolveTarget, UntrustedPidfileIsNotRead) {
+  temp_dir dir;
+  test_child child({sleep_program, "30"});
+  target_spec spec;
+  spec.pidfile = (dir.path() / "x.pid").string();
+  write_file(spec.pidfile, std::to_string(child.pid()));
+  ASSERT_EQ(::chmod(spec.pidfile.c_str(), 0666), 0);
+  const auto result = resolve_target(spec);
+  EXPECT_TRUE(result.pids.empty());
+  EXPECT_EQ(result.reason, "pidfile " + spec.pidfile + " is not trusted: " + spec.pidfile +
+                               " is writable by group or others (mode 0666)");
+}
+
+TEST(CheckTargetAtStart, AnExistingUntrustedPidfileIsAnError) {
+  temp_dir dir;
+  target_spec spec;
+  spec.pidfile = (dir.path() / "x.pid").string();
+  EXPECT_EQ(check_target_at_start(spec), std::nullopt) << "not there yet: written later";
+  write_file(spec.pidfile, "42\n");
+  EXPECT_EQ(check_target_at_start(spec), std::nullopt);
+  ASSERT_EQ(::chmod(spec.pidfile.c_str(), 0666), 0);
+  EXPECT_EQ(check_target_at_start(spec), "--target-pidfile=" + spec.pidfile +
+                                             " is not trusted: " + spec.pidfile +
+                                             " is writable by group or others (mode 0666)");
+  spec.pidfile = dir.path().string();
+  EXPECT_EQ(check_target_at_start(spec), "--target-pidfile=" + spec.pidfile + ": Is a directory");
+  EXPECT_EQ(check_target_at_start(target_spec{}), std::nullopt);
 }
 
 // --- exit_watcher -------------------------------------------------------------------------------
