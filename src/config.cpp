@@ -107,7 +107,7 @@ struct flag_def {
   std::string_view default_value = {};
 };
 
-constexpr std::array<flag_def, 18> kFlags{{
+constexpr std::array<flag_def, 19> kFlags{{
     {"--listen", flag_id::listen, "HOST:PORT"},
     {"--drain-delay", flag_id::drain_delay, "DURATION"},
     {"--signal-delay", flag_id::signal_delay, "DURATION"},
