@@ -9,12 +9,11 @@
 #include <memory>
 #include <vector>
 
+#include "http_session.hpp"
 #include "readiness_server.hpp"
 #include "shim_status.hpp"
 
 namespace shim {
-
-class http_session;
 
 // Everything the readiness server's asynchronous handlers touch: the listeners, the open
 // connections and the request counters. Handlers hold it by shared_ptr, so it outlives the
@@ -48,7 +47,7 @@ struct http_server_state : std::enable_shared_from_this<http_server_state> {
 
  private:
   void on_accept(const std::shared_ptr<listener>& l, boost::beast::error_code ec,
-                 boost::asio::ip::tcp::socket socket);
+                 http_session::socket_type socket);
   void evict_oldest();
   void reset_timerfd();
 

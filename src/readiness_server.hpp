@@ -37,7 +37,11 @@ inline constexpr std::size_t kReservedDescriptors = 64;
 
 // How many connections the server keeps open under a descriptor limit (RLIMIT_NOFILE's soft
 // value): the oldest idle one is closed to admit a new one beyond it, so accept() never runs out
-// of descriptors and a fresh probe always gets through.
+// of descriptors and a fresh probe always gets through. The shim leaves its soft limit as it finds
+// it rather than raising it to the hard one: the full cap needs kMaxConnections +
+// kReservedDescriptors = 576, below the soft 1024 that systemd and container runtimes start
+// processes with (the unit sets LimitNOFILE=576), and a raised soft limit would be inherited by a
+// wrapped child, which may use select() and its 1024 bound. Asio's epoll has no such bound.
 std::size_t connection_cap(std::uint64_t descriptor_limit);
 
 struct http_limits {
@@ -58,9 +62,14 @@ using http_request_counts = std::map<unsigned, std::uint64_t>;
 http_response handle_request(const shim_status& status, http_request_counts& counts,
                              const http_request& request);
 
-// The server's answer to a request it refuses before routing (malformed, too large, a body); the
-// connection closes after it. Counted in `counts`.
-http_response error_response(http_request_counts& counts, boost::beast::http::status code);
+// What the server writes: the bytes of handle_request()'s response, appended to `out` without
+// building it, and whether the connection stays open after it.
+bool append_response(const shim_status& status, http_request_counts& counts,
+                     const http_request& request, std::string& out);
+
+// The server's answer to a request it refuses before routing (malformed, too large, a body),
+// appended to `out`; the connection closes after it. Counted in `counts`.
+void append_refusal(http_request_counts& counts, boost::beast::http::status code, std::string& out);
 
 // Prometheus text exposition format 0.0.4.
 std::string render_metrics(const shim_status& status, const http_request_counts& counts);

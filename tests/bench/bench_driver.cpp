@@ -1208,8 +1208,13 @@ void print_http(const options& o, const http_report& r, std::vector<std::string>
                    "the machine's cores, and \"server CPU\" is the server's CPU time over the run "
                    "(1.00 = one core busy); \"CPU/request\" divides the server's CPU time (all its "
                    "processes, 10 ms tick resolution) by the requests wrk completed: the figure "
-                   "that depends least on what else the machine is doing.\n\n",
-                   o.wrk_threads, o.wrk_connections, o.wrk_seconds, o.wrk_rounds);
+                   "that depends least on what else the machine is doing.{}\n\n",
+                   o.wrk_threads, o.wrk_connections, o.wrk_seconds, o.wrk_rounds,
+                   o.shim_variants.empty()
+                       ? ""
+                       : " Rows `shutdown-shim (LABEL)` are other builds of the shim "
+                         "(--shim-variant=LABEL=PATH), run after HAProxy in each round with the "
+                         "same flags.");
   for (const auto& [mode, by_server] : r.results) {
     std::cout << "### " << mode << "\n\n"
               << "| server | req/s | p50 | p99 | req/s vs nginx | p99 vs nginx | server CPU | "
