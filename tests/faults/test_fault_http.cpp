@@ -231,8 +231,9 @@ TEST_F(FaultHttp, FreshProbesGetThroughALowDescriptorLimitWhileIdleClientsHoldCo
       failures.push_back(r.ok ? std::to_string(r.status) : r.error);
     }
   }
-  const std::string figures = fmt::format(
-      "FIGURES nofile=128 idle_clients={} probes={} answered_200={}", kIdle, kProbes, answered);
+  const std::string figures =
+      fmt::format("FIGURES nofile=128 shim_fds_before={} idle_clients={} probes={} answered_200={}",
+                  own_fds, kIdle, kProbes, answered);
   std::cout << figures << std::endl;
   note(figures);
   for (const auto& f : failures) note("probe failed: " + f);
