@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,7 +37,6 @@ struct shim_status {
   // What --ensure-inhibit-delay did about it ("raised from 5s to 2m29s by ..."); empty when off.
   std::string logind_delay_ensure;
   std::uint64_t signals_forwarded = 0;
-  std::map<unsigned, std::uint64_t> http_requests_by_code;
 
   // The inhibitor check fails only until the first attempt has finished: a lock that cannot be
   // taken (auto mode) or is briefly lost with the bus is a transient fault, reported but not turned

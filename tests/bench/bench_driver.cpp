@@ -63,6 +63,8 @@ struct options {
   int wrk_rounds = 3;
   std::set<std::string> sections{"reboot", "sigterm", "startup", "idle", "http"};
   std::string build_info = "unknown";
+  // Other shim binaries for the /readyz section, interleaved with the rest: "LABEL=PATH".
+  std::vector<std::pair<std::string, std::string>> shim_variants;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -71,7 +73,7 @@ struct options {
       << "usage: bench_driver [--reboots=N] [--sigterms=N] [--starts=N] [--idle-seconds=N]\n"
       << "  [--drain=DURATION] [--wrk-duration=SECONDS] [--wrk-connections=N]\n"
       << "  [--wrk-threads=N] [--wrk-rounds=N] [--sections=reboot,sigterm,startup,idle,http]\n"
-      << "  [--build-info=TEXT]\n";
+      << "  [--build-info=TEXT] [--shim-variant=LABEL=PATH ...]\n";
   std::exit(2);
 }
 
@@ -111,6 +113,10 @@ options parse_options(int argc, char** argv) {
       o.wrk_rounds = number();
     } else if (key == "--build-info") {
       o.build_info = value;
+    } else if (key == "--shim-variant") {
+      const auto sep = value.find('=');
+      if (sep == std::string::npos || sep == 0) usage("--shim-variant needs LABEL=PATH");
+      o.shim_variants.emplace_back(value.substr(0, sep), value.substr(sep + 1));
     } else if (key == "--sections") {
       o.sections.clear();
       std::stringstream in(value);
@@ -459,13 +465,15 @@ struct running_shim {
   }
 };
 
+// `binary`: the shim under test (SHUTDOWN_SHIM) unless given.
 running_shim spawn_shim(sandbox::node_sandbox& sb, const std::string& name,
                         const std::vector<std::string>& flags,
-                        const std::vector<std::string>& env = {}) {
+                        const std::vector<std::string>& env = {}, std::string binary = {}) {
   running_shim s;
   s.port = sandbox::pick_free_port();
   s.event_log = sb.path(name + "-events.jsonl");
-  std::vector<std::string> argv{sb.tools().shim, fmt::format("--listen=127.0.0.1:{}", s.port),
+  if (binary.empty()) binary = sb.tools().shim;
+  std::vector<std::string> argv{binary, fmt::format("--listen=127.0.0.1:{}", s.port),
                                 "--event-log=" + s.event_log.string(), "--log-format=json"};
   argv.insert(argv.end(), flags.begin(), flags.end());
   s.process = &sb.spawn(name, argv, env);
@@ -919,9 +927,18 @@ http_report run_http(sandbox::node_sandbox& sb, const options& o) {
   require(wait_http_200(haproxy_port, 30s), "HAProxy did not answer 200 on /readyz");
 
   report.shim_hwm_before_kb = proc_status_kb(shim.process->pid())["VmHWM"];
-  const std::vector<http_server> servers{{"shutdown-shim", shim.port, shim.process->pid()},
-                                         {"nginx", nginx_port, nginx.pid()},
-                                         {"HAProxy monitor-uri", haproxy_port, haproxy.pid()}};
+  std::vector<http_server> servers{{"shutdown-shim", shim.port, shim.process->pid()},
+                                   {"nginx", nginx_port, nginx.pid()},
+                                   {"HAProxy monitor-uri", haproxy_port, haproxy.pid()}};
+  // Other builds of the shim (a change against its base, say), interleaved with the rest.
+  std::vector<running_shim> variants;
+  for (const auto& [label, binary] : o.shim_variants) {
+    variants.push_back(spawn_shim(sb, "http-shim-" + std::to_string(variants.size()),
+                                  {"--inhibit=required"}, {}, binary));
+    require(wait_http_200(variants.back().port, 30s), "shim variant " + label + " not ready");
+    servers.push_back(
+        {"shutdown-shim (" + label + ")", variants.back().port, variants.back().process->pid()});
+  }
   for (const auto& s : servers) report.servers.push_back(s.name);
   for (const bool new_connections : {false, true}) {
     const std::string mode = new_connections ? "new connection per request" : "keep-alive";
@@ -937,6 +954,7 @@ http_report run_http(sandbox::node_sandbox& sb, const options& o) {
     }
   }
   report.shim_hwm_after_kb = proc_status_kb(shim.process->pid())["VmHWM"];
+  for (auto& v : variants) v.process->kill_and_reap();
   shim.process->kill_and_reap();
   nginx.stop();
   haproxy.stop();
@@ -1190,8 +1208,13 @@ void print_http(const options& o, const http_report& r, std::vector<std::string>
                    "the machine's cores, and \"server CPU\" is the server's CPU time over the run "
                    "(1.00 = one core busy); \"CPU/request\" divides the server's CPU time (all its "
                    "processes, 10 ms tick resolution) by the requests wrk completed: the figure "
-                   "that depends least on what else the machine is doing.\n\n",
-                   o.wrk_threads, o.wrk_connections, o.wrk_seconds, o.wrk_rounds);
+                   "that depends least on what else the machine is doing.{}\n\n",
+                   o.wrk_threads, o.wrk_connections, o.wrk_seconds, o.wrk_rounds,
+                   o.shim_variants.empty()
+                       ? ""
+                       : " Rows `shutdown-shim (LABEL)` are other builds of the shim "
+                         "(--shim-variant=LABEL=PATH), run after HAProxy in each round with the "
+                         "same flags.");
   for (const auto& [mode, by_server] : r.results) {
     std::cout << "### " << mode << "\n\n"
               << "| server | req/s | p50 | p99 | req/s vs nginx | p99 vs nginx | server CPU | "

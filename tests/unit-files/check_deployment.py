@@ -54,6 +54,15 @@ class Problems:
         return 0
 
 
+def readiness_server_constant(name):
+    """A `inline constexpr std::size_t NAME = N;` of src/readiness_server.hpp, as an int."""
+    header = Path(__file__).resolve().parents[2] / "src" / "readiness_server.hpp"
+    match = re.search(rf"\b{name}\s*=\s*(\d+)\s*;", header.read_text())
+    if not match:
+        raise SystemExit(f"{header}: no {name} = N;")
+    return int(match.group(1))
+
+
 def margin_s(hold_s):
     """Mirrors inhibit_delay_margin() in src/logind_config.cpp: 10 % of the hold, at least 5 s."""
     return max(5, math.ceil(hold_s / 10))
@@ -229,6 +238,15 @@ def check_unit(args):
     p.check(any(f[:2] == ["d", DEFAULT_LOGIND_CONF_DIR] for f in tmpfiles),
             f"{args.tmpfiles} does not create {DEFAULT_LOGIND_CONF_DIR}")
     p.check(one("WantedBy", "Install") == "multi-user.target", "WantedBy= is not multi-user.target")
+
+    # The connection cap is the descriptor limit less the shim's own reserve, up to
+    # kMaxConnections: the unit's limit should give exactly that cap, no less (a smaller cap) and
+    # no more (descriptors the shim never uses).
+    wanted_nofile = (readiness_server_constant("kMaxConnections") +
+                     readiness_server_constant("kReservedDescriptors"))
+    p.check(one("LimitNOFILE") == str(wanted_nofile),
+            f"LimitNOFILE={one('LimitNOFILE')}, want {wanted_nofile} (kMaxConnections + "
+            "kReservedDescriptors in src/readiness_server.hpp)")
 
     watchdog = one("WatchdogSec")
     p.check(watchdog is not None and 10 <= systemd_timespan_s(watchdog) <= 120,

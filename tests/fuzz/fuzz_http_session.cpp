@@ -1,0 +1,116 @@
+// http_session: the readiness server's real session code, on one end of a socket pair, fed the
+// input in the pieces the input itself chooses, each arriving in a read of its own as a socket
+// would deliver it. Whatever comes in, nothing asserts (this target's copy of the server is built
+// with assertions on), the heap never holds more than a bound for one connection (the request
+// limit plus the session's own objects), and the session is gone once the client has closed.
+//
+// Input: a sequence of pieces, each a 2-byte little-endian length and that many bytes (fewer if the
+// input ends first). A length of 0 half-closes the client's side (EOF for the server).
+#include <fcntl.h>
+#include <sanitizer/allocator_interface.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string_view>
+
+#include "http_server_state.hpp"
+#include "http_session.hpp"
+#include "readiness_server.hpp"
+#include "shim_status.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+
+// The request limit, and 8 KiB for the session itself, its timer, parser and response (the seed
+// corpus peaks at 2.9 KiB over the limit, a /metrics answer included). A session that kept what it
+// reads would pass it with the 32 KiB of the endless trailer and chunk extension seeds, which also
+// set libFuzzer's input size limit.
+constexpr std::size_t kHeapBound = shim::kMaxRequestBytes + 8 * 1024;
+
+void settle(asio::io_context& io) {
+  io.restart();
+  while (io.poll() != 0) io.restart();
+}
+
+// Reads (and drops) what the server has written so far.
+void drain(int fd) {
+  char sink[16 * 1024];
+  while (::read(fd, sink, sizeof sink) > 0) {
+  }
+}
+
+void check_heap(std::size_t baseline) {
+  const std::size_t now = __sanitizer_get_current_allocated_bytes();
+  if (now > baseline && now - baseline > kHeapBound) {
+    std::fprintf(stderr, "heap grew by %zu bytes for one connection (bound %zu)\n", now - baseline,
+                 kHeapBound);
+    std::abort();
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds) != 0) std::abort();
+  const int client = fds[1];
+
+  asio::io_context io(1);
+  shim::shim_status status;
+  status.listener_bound = true;
+  status.inhibitor = shim::shim_status::inhibitor_state::held;
+  auto state = std::make_shared<shim::http_server_state>(io, status, shim::http_limits{});
+  const std::size_t baseline = __sanitizer_get_current_allocated_bytes();
+  {
+    // A stream socket is what the session reads; Asio does not look at its address family.
+    shim::http_session::socket_type socket(io);
+    socket.assign(asio::ip::tcp::v4(), fds[0]);
+    std::make_shared<shim::http_session>(state, std::move(socket))->start();
+  }
+  settle(io);
+
+  std::string_view input(reinterpret_cast<const char*>(data), size);
+  bool open = true;
+  while (open && input.size() >= 2) {
+    const std::size_t length = static_cast<std::uint8_t>(input[0]) |
+                               static_cast<std::size_t>(static_cast<std::uint8_t>(input[1])) << 8;
+    input.remove_prefix(2);
+    if (length == 0) {
+      ::shutdown(client, SHUT_WR);
+      settle(io);
+      break;
+    }
+    std::string_view piece = input.substr(0, length);
+    input.remove_prefix(piece.size());
+    while (!piece.empty()) {
+      const ssize_t n = ::send(client, piece.data(), piece.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno != EAGAIN) {
+        open = false;  // the server has closed
+        break;
+      }
+      if (n > 0) piece.remove_prefix(static_cast<std::size_t>(n));
+      settle(io);
+      drain(client);
+      check_heap(baseline);
+    }
+  }
+  drain(client);
+  ::close(client);
+  settle(io);
+  if (!state->sessions.empty()) {
+    std::fprintf(stderr, "the session outlived its client\n");
+    std::abort();
+  }
+  state->stop();
+  return 0;
+}
