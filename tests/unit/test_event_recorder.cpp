@@ -37,11 +37,26 @@ using testing::ElementsAre;
 using testing::HasSubstr;
 using testing::StartsWith;
 
-TEST(EventRecorder, WritesOneJsonLineWithEveryKey) {
+// A scratch directory with a path for the event log in it, and a logger writing to a memfd.
+class EventRecorder : public ::testing::Test {
+ protected:
   temp_dir dir;
   const std::string path = dir.path() + "/events.jsonl";
   captured_output out;
-  logger log(log_format::text, out.fd(), true);
+  logger log{log_format::text, out.fd(), true};
+
+  // The refusal's message, or "" if the path was accepted.
+  std::string refusal(const std::string& refused) {
+    try {
+      event_recorder events(log, refused);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+TEST_F(EventRecorder, WritesOneJsonLineWithEveryKey) {
   event_recorder events(log, path);
 
   timespec mono{};
@@ -83,11 +98,7 @@ TEST(EventRecorder, WritesOneJsonLineWithEveryKey) {
   EXPECT_EQ(events.failed_records(), 0u);
 }
 
-TEST(EventRecorder, StampsTheMomentGivenOnEveryClock) {
-  temp_dir dir;
-  const std::string path = dir.path() + "/events.jsonl";
-  captured_output out;
-  logger log(log_format::text, out.fd(), true);
+TEST_F(EventRecorder, StampsTheMomentGivenOnEveryClock) {
   event_recorder events(log, path);
 
   const auto at = std::chrono::steady_clock::now() - std::chrono::seconds(30);
@@ -114,11 +125,7 @@ TEST(EventRecorder, StampsTheMomentGivenOnEveryClock) {
   EXPECT_LT(get(earlier, "wall").text, format_wall_time(wall_before));
 }
 
-TEST(EventRecorder, ExtraFieldsNeverShadowFixedKeys) {
-  temp_dir dir;
-  const std::string path = dir.path() + "/events.jsonl";
-  captured_output out;
-  logger log(log_format::text, out.fd(), true);
+TEST_F(EventRecorder, ExtraFieldsNeverShadowFixedKeys) {
   event_recorder events(log, path);
   events.record(event_kind::TargetExited, "pidfd", "the target exited",
                 {{"pid", "42"}, {"event", "x"}, {"message", "y"}, {"exit_code", "0"}});
@@ -134,9 +141,7 @@ TEST(EventRecorder, ExtraFieldsNeverShadowFixedKeys) {
               StartsWith("<6>the target exited event=TargetExited cause=pidfd pid=42 "));
 }
 
-TEST(EventRecorder, LogsAtTheEventsLevel) {
-  captured_output out;
-  logger log(log_format::text, out.fd(), true);
+TEST_F(EventRecorder, LogsAtTheEventsLevel) {
   event_recorder events(log, "");
   events.record(event_kind::Started, "", "started");
   events.record(event_kind::InhibitorTaken, "", "");
@@ -159,12 +164,8 @@ TEST(EventRecorder, LogsAtTheEventsLevel) {
                   "<6>m event=BusRestored cause=c", "<5>m event=InhibitDelayEnsured cause=c"));
 }
 
-TEST(EventRecorder, AppendsAcrossInstances) {
-  temp_dir dir;
-  const std::string path = dir.path() + "/events.jsonl";
+TEST_F(EventRecorder, AppendsAcrossInstances) {
   { std::ofstream(path) << "{\"event\":\"Earlier\"}\n"; }
-  captured_output out;
-  logger log(log_format::json, out.fd(), false);
   {
     event_recorder first(log, path);
     first.record(event_kind::Started, "", "one");
@@ -196,11 +197,7 @@ int find_descriptor(const std::string& path) {
   return found;
 }
 
-TEST(EventRecorder, CreatesTheFileAppendOnlyCloseOnExec) {
-  temp_dir dir;
-  const std::string path = dir.path() + "/events.jsonl";
-  captured_output out;
-  logger log(log_format::text, out.fd(), false);
+TEST_F(EventRecorder, CreatesTheFileAppendOnlyCloseOnExec) {
   const mode_t old_umask = ::umask(0);
   event_recorder events(log, path);
   ::umask(old_umask);
@@ -218,10 +215,7 @@ TEST(EventRecorder, CreatesTheFileAppendOnlyCloseOnExec) {
   EXPECT_EQ(flags & O_ACCMODE, O_WRONLY);
 }
 
-TEST(EventRecorder, UnopenablePathThrowsNamingIt) {
-  temp_dir dir;
-  captured_output out;
-  logger log(log_format::text, out.fd(), false);
+TEST_F(EventRecorder, UnopenablePathThrowsNamingIt) {
   const std::string missing = dir.path() + "/no/such/dir/events.jsonl";
   try {
     event_recorder events(log, missing);
@@ -239,22 +233,9 @@ TEST(EventRecorder, UnopenablePathThrowsNamingIt) {
   }
 }
 
-// The refusal's message, or "" if the path was accepted.
-std::string refusal(const std::string& path) {
-  captured_output out;
-  logger log(log_format::text, out.fd(), false);
-  try {
-    event_recorder events(log, path);
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A FIFO's reader could stall every write (and the loop with it), and with no reader open() itself
 // would wait: both are refused at once.
-TEST(EventRecorder, RefusesWhatIsNotARegularFile) {
-  temp_dir dir;
+TEST_F(EventRecorder, RefusesWhatIsNotARegularFile) {
   const std::string fifo = dir.path() + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_EQ(refusal(fifo), "--event-log " + fifo + ": a FIFO, not a regular file");
@@ -306,11 +287,7 @@ off_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
 }
 
-TEST(EventRecorder, RecordIsWrittenWholeOrNotAtAll) {
-  temp_dir dir;
-  const std::string path = dir.path() + "/events.jsonl";
-  captured_output out;
-  logger log(log_format::text, out.fd(), true);
+TEST_F(EventRecorder, RecordIsWrittenWholeOrNotAtAll) {
   event_recorder events(log, path);
   events.record(event_kind::Started, "start", "started");
   const std::string before = read_file(path);
@@ -336,17 +313,15 @@ TEST(EventRecorder, RecordIsWrittenWholeOrNotAtAll) {
 
 // When the torn part cannot be cut off either (here a memfd sealed against shrinking), the next
 // record starts on a fresh line: the torn line stays invalid, the others are whole.
-TEST(EventRecorder, TornLineThatStaysIsFollowedByAFreshLine) {
+TEST_F(EventRecorder, TornLineThatStaysIsFollowedByAFreshLine) {
   unique_fd memfd(::memfd_create("events", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   ASSERT_TRUE(memfd);
-  const std::string path = "/proc/self/fd/" + std::to_string(memfd.get());
-  captured_output out;
-  logger log(log_format::text, out.fd(), true);
-  event_recorder events(log, path);
+  const std::string memfd_path = "/proc/self/fd/" + std::to_string(memfd.get());
+  event_recorder events(log, memfd_path);
   events.record(event_kind::Started, "start", "started");
   ASSERT_EQ(::fcntl(memfd.get(), F_ADD_SEALS, F_SEAL_SHRINK), 0);
   {
-    file_size_limit limit(static_cast<rlim_t>(file_size(path)) + 50);
+    file_size_limit limit(static_cast<rlim_t>(file_size(memfd_path)) + 50);
     events.record(event_kind::ShutdownInitiated, "SIGTERM", "draining");
   }
   EXPECT_EQ(events.failed_records(), 1u);
@@ -355,7 +330,7 @@ TEST(EventRecorder, TornLineThatStaysIsFollowedByAFreshLine) {
   events.record(event_kind::DrainElapsed, "timer", "drained");
   events.record(event_kind::InhibitorReleased, "timer", "released");
 
-  const auto lines = split_lines(read_file(path));
+  const auto lines = split_lines(read_file(memfd_path));
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_TRUE(json_reader(lines[0]).object()) << lines[0];
   EXPECT_EQ(lines[1].size(), 50u);
@@ -365,11 +340,7 @@ TEST(EventRecorder, TornLineThatStaysIsFollowedByAFreshLine) {
 }
 
 // logrotate: rename, then SIGHUP.
-TEST(EventRecorder, ReopenFollowsARename) {
-  temp_dir dir;
-  const std::string path = dir.path() + "/events.jsonl";
-  captured_output out;
-  logger log(log_format::text, out.fd(), true);
+TEST_F(EventRecorder, ReopenFollowsARename) {
   event_recorder events(log, path);
   events.record(event_kind::Started, "start", "before");
   ASSERT_EQ(::rename(path.c_str(), (path + ".1").c_str()), 0);
@@ -387,11 +358,7 @@ TEST(EventRecorder, ReopenFollowsARename) {
   EXPECT_EQ(find_descriptor(path + ".1"), -1) << "the old file is still open";
 }
 
-TEST(EventRecorder, FailedReopenKeepsTheOldFile) {
-  temp_dir dir;
-  const std::string path = dir.path() + "/events.jsonl";
-  captured_output out;
-  logger log(log_format::text, out.fd(), true);
+TEST_F(EventRecorder, FailedReopenKeepsTheOldFile) {
   event_recorder events(log, path);
   events.record(event_kind::Started, "start", "before");
   ASSERT_EQ(::rename(path.c_str(), (path + ".1").c_str()), 0);
@@ -409,10 +376,9 @@ TEST(EventRecorder, FailedReopenKeepsTheOldFile) {
   EXPECT_EQ(events.failed_records(), 0u);
 }
 
-TEST(EventRecorder, WithoutPathOnlyLogs) {
-  captured_output out;
-  logger log(log_format::json, out.fd(), false);
-  event_recorder events(log, "");
+TEST_F(EventRecorder, WithoutPathOnlyLogs) {
+  logger json_log(log_format::json, out.fd(), false);
+  event_recorder events(json_log, "");
   EXPECT_TRUE(events.reopen());
   events.record(event_kind::TargetExited, "pidfd", "exited", {{"status", "0"}});
   const auto lines = split_lines(out.text());

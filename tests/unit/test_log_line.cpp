@@ -78,8 +78,7 @@ TEST(AppendTextValue, BareOnlyWhenUnambiguous) {
   EXPECT_EQ(value("\x7f"), "\"\x7f\"");  // quoted, and JSON leaves DEL as it is
 }
 
-// --- tables
-// ---------------------------------------------------------------------------------------
+// --- tables --------------------------------------------------------------------------------------
 
 TEST(EventKind, Names) {
   EXPECT_EQ(to_string(event_kind::Started), "Started");

@@ -103,8 +103,7 @@ std::string read_until_drained(boost::asio::io_context& io, int read_fd, const l
   return out;
 }
 
-// --- how the descriptor is written
-// ----------------------------------------------------------------
+// --- how the descriptor is written ---------------------------------------------------------------
 
 TEST(LogSink, PipeGetsADescriptionOfItsOwn) {
   auto p = make_pipe();
@@ -136,8 +135,7 @@ TEST(LogSink, RegularFileSharesTheOffset) {
   EXPECT_EQ(file.text(), "child\nshim\nchild again\n") << "one overwrote the other";
 }
 
-// --- the bounded queue
-// ----------------------------------------------------------------------------
+// --- the bounded queue ---------------------------------------------------------------------------
 
 TEST(LogSink, FullPipeQueuesUpToTheBoundThenDropsWholeLines) {
   auto p = make_pipe();
