@@ -19,6 +19,8 @@ constexpr std::array<std::pair<char, char>, 5> kShortEscapes{{
     {'\t', 't'},
 }};
 
+constexpr std::string_view kHexDigits = "0123456789abcdef";
+
 // Length of the well-formed UTF-8 sequence starting at s[i], or 0 when there is none (stray
 // continuation byte, overlong form, surrogate, beyond U+10FFFF, truncated).
 std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
@@ -57,7 +59,10 @@ void append_control_escape(std::string& out, unsigned char c) {
       return;
     }
   }
-  out += fmt::format("\\u{:04x}", c);
+  // Only C0 controls and DEL come here: \u00XX.
+  out += "\\u00";
+  out += kHexDigits[c >> 4];
+  out += kHexDigits[c & 0xF];
 }
 
 }  // namespace
