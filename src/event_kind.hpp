@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "log_level.hpp"
+
 namespace shim {
 
 // The lifecycle events of the event log: what an operator reads after a reboot. Their names are
@@ -24,18 +26,37 @@ enum class event_kind {
   EventLogReopened,     // SIGHUP (logrotate): the event log was opened again at its path
 };
 
-inline constexpr std::array<std::string_view, 13> kEventNames{
-    "Started",          "InhibitorTaken", "ShutdownInitiated",   "SignalForwarded",
-    "TargetExited",     "DrainElapsed",   "InhibitorReleased",   "ShutdownCancelled",
-    "BusLost",          "BusRestored",    "InhibitDelayEnsured", "ShutdownResumed",
-    "EventLogReopened",
+// Each event's name and the level it is logged at, in event_kind's order.
+struct event_info {
+  std::string_view name;
+  log_level level;
 };
 
-static_assert(kEventNames.size() == static_cast<std::size_t>(event_kind::EventLogReopened) + 1,
-              "one name per event_kind, in the same order");
+inline constexpr std::array<event_info, 13> kEvents{{
+    {"Started", log_level::info},
+    {"InhibitorTaken", log_level::info},
+    {"ShutdownInitiated", log_level::notice},
+    {"SignalForwarded", log_level::notice},
+    {"TargetExited", log_level::info},
+    {"DrainElapsed", log_level::info},
+    {"InhibitorReleased", log_level::notice},
+    {"ShutdownCancelled", log_level::info},
+    {"BusLost", log_level::warning},
+    {"BusRestored", log_level::info},
+    {"InhibitDelayEnsured", log_level::notice},  // a change to the machine's configuration
+    {"ShutdownResumed", log_level::notice},      // a shutdown another run of the shim signalled for
+    {"EventLogReopened", log_level::info},
+}};
+
+static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::EventLogReopened) + 1,
+              "one entry per event_kind, in the same order");
 
 constexpr std::string_view to_string(event_kind kind) {
-  return kEventNames[static_cast<std::size_t>(kind)];
+  return kEvents[static_cast<std::size_t>(kind)].name;
+}
+
+constexpr log_level level_of(event_kind kind) {
+  return kEvents[static_cast<std::size_t>(kind)].level;
 }
 
 }  // namespace shim

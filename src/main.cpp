@@ -41,14 +41,16 @@ int main(int argc, char** argv) {
   // default disposition back before exec.
   signal(SIGPIPE, SIG_IGN);
 
+  // The loop before the logger, which waits on it for stderr to become writable.
+  boost::asio::io_context io(1);
   auto log = shim::logger::for_stderr(cfg.format);
   if (auto problem = shim::check_target_at_start(cfg.target)) {
     log.error(*problem);
     return kExitFailure;
   }
   try {
+    log.attach(io);
     shim::event_recorder events(log, cfg.event_log);
-    boost::asio::io_context io(1);
     shim::shutdown_shim daemon(io, cfg, log, events);
     daemon.start();
     auto outcome = daemon.run();

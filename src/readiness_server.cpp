@@ -15,7 +15,9 @@
 #include <system_error>
 #include <utility>
 
+#include "event_recorder.hpp"
 #include "http_server_state.hpp"
+#include "logger.hpp"
 
 namespace shim {
 
@@ -239,6 +241,12 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
                  "# TYPE shutdown_shim_signals_forwarded_total counter\n"
                  "shutdown_shim_signals_forwarded_total {}\n",
                  status.signals_forwarded);
+  append_metric(out, "shutdown_shim_log_lines_dropped_total", "counter",
+                "Log lines dropped because stderr could not take them (queue full or reader gone).",
+                static_cast<double>(status.log ? status.log->dropped_lines() : 0));
+  append_metric(out, "shutdown_shim_event_records_failed_total", "counter",
+                "Event log records that could not be written (ENOSPC, EIO, ...).",
+                static_cast<double>(status.events ? status.events->failed_records() : 0));
   out +=
       "# HELP shutdown_shim_http_requests_total HTTP responses sent, by status code.\n"
       "# TYPE shutdown_shim_http_requests_total counter\n";

@@ -8,6 +8,9 @@
 
 namespace shim {
 
+class event_recorder;
+class logger;
+
 // What the shim knows about itself, read by the HTTP server (/readyz, /metrics) and sd_notify
 // STATUS=. Written only from the event loop's thread; there is no other thread.
 struct shim_status {
@@ -37,6 +40,11 @@ struct shim_status {
   // What --ensure-inhibit-delay did about it ("raised from 5s to 2m29s by ..."); empty when off.
   std::string logind_delay_ensure;
   std::uint64_t signals_forwarded = 0;
+
+  // Where /metrics reads what logging lost (lines dropped, event records not written); null when
+  // there is none (tests).
+  const logger* log = nullptr;
+  const event_recorder* events = nullptr;
 
   // The inhibitor check fails only until the first attempt has finished: a lock that cannot be
   // taken (auto mode) or is briefly lost with the bus is a transient fault, reported but not turned

@@ -75,6 +75,8 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       watchdog_timer_(io) {
   status_.drain_delay = cfg.drain_delay;
   status_.hold_needed = cfg.drain_delay + cfg.exit_timeout;
+  status_.log = &log;
+  status_.events = &events;
   if (cfg.inhibit == inhibit_mode::off) status_.inhibitor = shim_status::inhibitor_state::disabled;
 }
 
@@ -254,10 +256,8 @@ void shutdown_shim::on_stray_signal(int signal) {
   }
   if (signal == SIGHUP) {
     // logrotate's convention: the event log is opened again at its path; nothing else changes.
-    if (auto reopened = events_.reopen(); !reopened) {
-      log_.warning("SIGHUP: could not reopen the event log; writing on to the old file",
-                   {{"error", reopened.error()}});
-    }
+    // A failure is logged there, and the old file is kept.
+    events_.reopen();
   }
   const bool own =
       std::find(std::begin(kOwnSignals), std::end(kOwnSignals), signal) != std::end(kOwnSignals);

@@ -4,7 +4,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "inhibit_delay_ensurer.hpp"
+#include "log_test_support.hpp"
 
 namespace shim {
 namespace {
@@ -69,8 +69,8 @@ TEST_P(InhibitDelayEnsurer, Case) {
   cfg.logind_conf_dir = conf_dir.string();
 
   boost::asio::io_context io;
-  std::FILE* log_file = std::tmpfile();
-  logger log(log_format::text, log_file, false);
+  const test::captured_output log_output;
+  logger log(log_format::text, log_output.fd(), false);
   event_recorder events(log, (dir.path / "events.jsonl").string());
 
   int reloads = 0;
@@ -103,7 +103,6 @@ TEST_P(InhibitDelayEnsurer, Case) {
        .finished = [&](const result<>& outcome) { finished = outcome; }});
   ensurer.start(c.current_usec);
   io.run_for(std::chrono::seconds(inhibit_delay_ensurer::kReloadBound) + 2s);
-  std::fclose(log_file);
 
   ASSERT_TRUE(finished) << "finished is always called";
   EXPECT_EQ(finished->ok(), c.want_ok) << (finished->ok() ? "" : finished->error());
