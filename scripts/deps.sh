@@ -10,6 +10,12 @@ shim_packages=(
 # The libFuzzer targets (scripts/fuzz, and the fuzz stage of scripts/test).
 fuzz_packages=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
 
+# Real systemd and a real container runtime (scripts/test: the suites system and containers):
+# systemd-nspawn boots a debootstrapped Debian 12; podman 4.3 runs the manifests with runc
+# (crun refuses hybrid cgroups) and catatonit as the pods' infra process; buildah builds the
+# images from scratch.
+system_packages=(systemd-container debootstrap podman buildah runc catatonit)
+
 install_missing_packages() {
   local missing=()
   local p
@@ -22,8 +28,10 @@ install_missing_packages() {
     echo "need root to install ${missing[*]} (or install them yourself)" >&2
     return 1
   fi
-  apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Other sessions on a shared machine may hold dpkg's lock for a while: wait for it.
+  apt-get -o DPkg::Lock::Timeout=600 update -q
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+    --no-install-recommends "${missing[@]}"
 }
 
 # Sets up (or reconfigures) a clang build of the fuzz targets only, with ASan and UBSan, in $1.

@@ -25,15 +25,18 @@ void inhibit_delay_ensurer::start(std::uint64_t current_usec) {
   if (started_) return;
   started_ = true;
   old_usec_ = current_usec;
-  if (!inhibit_delay_too_short(current_usec, hold_)) {
+  plan_ = plan_inhibit_delay(paths_, hold_);
+  // Long enough for the hold is not enough when our own drop-in is what cuts a larger value that
+  // another file sets: the vendor copy (150 s) sorts after kubelet's 99-kubelet.conf and would
+  // cut kubelet's graceful node shutdown short (found by the system suite, case kubelet-dropin).
+  const bool lowers = plan_.error.empty() && plan_.shim_dropin_lowers;
+  if (!inhibit_delay_too_short(current_usec, hold_) && !lowers) {
     progress(fmt::format("long enough already ({}); nothing written", describe_usec(current_usec)));
     log_.info(
         "--ensure-inhibit-delay: logind's InhibitDelayMaxSec is long enough already",
         {{"InhibitDelayMaxUSec", std::to_string(current_usec)}, {"hold", format_duration(hold_)}});
     return finish(result<>::success());
   }
-
-  plan_ = plan_inhibit_delay(paths_, hold_);
   if (!plan_.error.empty()) return fail(plan_.error);
   try {
     write_file_atomically(paths_.shim_dropin, plan_.file_text);

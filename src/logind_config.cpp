@@ -334,6 +334,7 @@ inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
     return plan;
   }
   plan.write_usec = plan.needed_usec;
+  std::uint64_t others_usec = 0;
   for (const auto& s : others.settings) {
     if (s.file == paths.shim_dropin) continue;
     if (!s.usec) {
@@ -343,9 +344,17 @@ inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
           s.file.string(), s.text);
       return plan;
     }
+    others_usec = std::max(others_usec, *s.usec);
     plan.write_usec = std::max(plan.write_usec, *s.usec);
   }
   plan.write_usec = dropin_usec(plan.write_usec);
+
+  const auto now = scan_logind_conf(paths);
+  if (now.errors.empty() && !now.settings.empty()) {
+    const auto& in_effect = now.settings.back();
+    plan.shim_dropin_lowers = in_effect.file.filename() == kShimDropinName &&
+                              in_effect.usec.value_or(kInfinityUsec) < others_usec;
+  }
 
   const auto after = scan_logind_conf(paths, plan.write_usec);
   plan.effective_usec = after.settings.back().usec.value_or(0);

@@ -43,6 +43,7 @@ struct ensure_case {
   std::string name = {};
   std::uint64_t current_usec = 0;
   std::optional<std::string> other_dropin = {};  // 50-other.conf's InhibitDelayMaxSec value
+  std::optional<std::string> own_dropin = {};    // an earlier zz-shutdown-shim.conf's value
   std::string reload_error = {};                 // empty: KillUnit succeeds
   std::vector<std::optional<std::uint64_t>> rereads = {};  // nullopt: the read fails
   bool want_ok = false;
@@ -61,6 +62,10 @@ TEST_P(InhibitDelayEnsurer, Case) {
   if (c.other_dropin) {
     std::ofstream(conf_dir / "50-other.conf")
         << "[Login]\nInhibitDelayMaxSec=" << *c.other_dropin << "\n";
+  }
+  if (c.own_dropin) {
+    std::ofstream(conf_dir / kShimDropinName)
+        << "[Login]\nInhibitDelayMaxSec=" << *c.own_dropin << "\n";
   }
   config cfg;
   cfg.drain_delay = 70s;
@@ -148,6 +153,24 @@ INSTANTIATE_TEST_SUITE_P(
                                   .want_ok = true,
                                   .want_written = "600",
                                   .want_reloads = 1},
+                      // Long enough for the hold, but the shim's own file (here an earlier
+                      // /etc copy; on a node usually the vendor copy) sorts after kubelet's
+                      // 99-kubelet.conf and cuts its larger value: write that value instead.
+                      ensure_case{.name = "OwnDropinNeverLowersALargerValue",
+                                  .current_usec = 149 * kSec,
+                                  .other_dropin = "300",
+                                  .own_dropin = "149",
+                                  .rereads = {149 * kSec, 300 * kSec},
+                                  .want_ok = true,
+                                  .want_written = "300",
+                                  .want_reloads = 1},
+                      ensure_case{.name = "OwnDropinAtTheLargestValueIsLeftAlone",
+                                  .current_usec = 300 * kSec,
+                                  .other_dropin = "300",
+                                  .own_dropin = "300",
+                                  .want_ok = true,
+                                  .want_written = "300",
+                                  .want_reloads = 0},
                       ensure_case{.name = "KillUnitRefused",
                                   .current_usec = 5 * kSec,
                                   .reload_error = "org.freedesktop.DBus.Error.AccessDenied: denied",

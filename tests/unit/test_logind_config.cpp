@@ -339,6 +339,39 @@ TEST(PlanInhibitDelay, OurOwnOldFileAndTheMaskedVendorCopyDoNotCount) {
   EXPECT_EQ(plan.write_usec, 149 * kSec);
 }
 
+TEST(PlanInhibitDelay, OurVendorCopyCuttingKubeletsLargerValueIsFlagged) {
+  fake_root root;
+  write(root.usr(std::string(kShimDropinName)), login("150"));  // as installed
+  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).shim_dropin_lowers) << "nothing to lower";
+
+  // kubelet's shutdownGracePeriod=300s; its file sorts before ours, so logind applies our 150.
+  write(root.etc("99-kubelet.conf"),
+        "# Kubelet logind override\n[Login]\nInhibitDelayMaxSec=300\n");
+  const auto plan = plan_inhibit_delay(root.paths, 135s);
+  EXPECT_EQ(plan.error, "");
+  EXPECT_TRUE(plan.shim_dropin_lowers);
+  EXPECT_EQ(plan.write_usec, 300 * kSec);
+  EXPECT_EQ(plan.effective_usec, 300 * kSec);
+
+  // Once the /etc copy says 300, nothing is lowered any more.
+  write(root.etc(std::string(kShimDropinName)), plan.file_text);
+  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).shim_dropin_lowers);
+}
+
+TEST(PlanInhibitDelay, OnlyOurOwnFileCountsAsLowering) {
+  fake_root root;
+  write(root.usr(std::string(kShimDropinName)), login("150"));
+  write(root.etc("99-kubelet.conf"), login("100"));  // smaller than ours: nothing is lowered
+  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).shim_dropin_lowers);
+
+  // Someone else's later file has the last word: writing ours would change nothing.
+  write(root.etc("99-kubelet.conf"), login("300"));
+  write(root.etc("zzz-late.conf"), login("140"));
+  const auto plan = plan_inhibit_delay(root.paths, 135s);
+  EXPECT_EQ(plan.error, "");
+  EXPECT_FALSE(plan.shim_dropin_lowers);
+}
+
 TEST(PlanInhibitDelay, AnUnparsableValueIsReportedNotGuessed) {
   fake_root root;
   write(root.etc("50-typo.conf"), login("2 minuts"));

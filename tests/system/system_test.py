@@ -1,0 +1,800 @@
+#!/usr/bin/env python3
+"""The `system` suite: shutdown-shim installed as a package into a Debian 12 container and driven
+through real systemd, logind and dbus under systemd-nspawn.
+
+Each case boots a container of its own (its own PID 1, journald, dbus-daemon and logind, and only
+a loopback interface) from three overlay layers: the cached debootstrap root file system
+(scripts/debian-rootfs); the node layer, which is the shim's `meson install --destdir` of a
+release build (scripts/release-install), a stand-in container runtime running kube-apiserver and
+a /readyz watcher; and the case's own writable layer. The mounts live in a private mount namespace
+of this process, each container runs in a cgroup of its own, and nothing is stopped but by the PID
+this driver started.
+
+The container shares the machine's CLOCK_MONOTONIC, so the journal's __MONOTONIC_TIMESTAMP, the
+shim's event log (monotonic_us), the stand-in apiserver's logs and this driver's clock all read
+the same clock. Checks are about order, counts and lower bounds; times are reported, never bounded
+from above (the machines are shared and slow).
+
+  tests/system/system_test.py --build-root BUILD [--case NAME]... [--jobs N] [--keep]
+
+Exit status: 0 every case passed, 1 a case failed, 77 skipped (no root, systemd-nspawn, overlayfs
+or root file system), which under CI=true is a failure instead."""
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+REPO = Path(__file__).resolve().parents[2]
+GUEST = REPO / "tests" / "system" / "guest"
+VM_GUEST = REPO / "tests" / "vm" / "guest"
+
+# The shim's settings in every case (written to the installed /etc/default/shutdown-shim). The
+# drain is above logind's 5 s default so that a hold cut by it shows; the stand-in apiserver's
+# own shutdown delay lies between the two, like kube-apiserver's --shutdown-delay-duration.
+DRAIN_S = 7
+EXIT_TIMEOUT_S = 20
+APISERVER_SHUTDOWN_DELAY = "6s"
+WATCHDOG_S = 5  # the lifecycle case's WatchdogSec= (the shipped 30 s would make the case slow)
+KUBELET_GRACE_S = 12  # the stand-in kubelet's hold in kill-hold: longer than the drain
+KUBELET_DROPIN_S = 300  # item 3: kubelet's 99-kubelet.conf above the shim's vendor 150 s
+SECURITY_EXPOSURE_MAX = 2.3  # `systemd-analyze security` of the unit when this suite was added
+US = 1_000_000
+CAP_KILL = 1 << 5
+CAP_SYS_BOOT = 1 << 22
+
+# What the harness gives every process it starts: no system bus at all (the machine's must never
+# be reached; inside a container, `env -i` below lets the container's default apply).
+NO_BUS = "unix:path=/nonexistent/shutdown-shim-tests/no-bus"
+CONTAINER_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def now_us():
+    return time.monotonic_ns() // 1000
+
+
+def run(argv, check=True, timeout=120, **kw):
+    return subprocess.run(argv, check=check, timeout=timeout, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
+
+
+def ms(t, since):
+    return "-" if t is None or since is None else f"{(t - since) / 1000:.0f} ms"
+
+
+@dataclasses.dataclass
+class Result:
+    name: str
+    failures: list = dataclasses.field(default_factory=list)
+    facts: dict = dataclasses.field(default_factory=dict)
+
+    def expect(self, condition, what):
+        if not condition:
+            self.failures.append(what)
+        return bool(condition)
+
+
+class Overlay:
+    """An overlayfs mount: lowers (top first), and an upper layer of its own under directory."""
+
+    def __init__(self, lowers, directory: Path):
+        self.lowers = [str(p) for p in lowers]
+        self.upper = directory / "upper"
+        self.work = directory / "work"
+        self.root = directory / "root"
+
+    def mount(self):
+        for d in (self.upper, self.work, self.root):
+            d.mkdir(parents=True, exist_ok=True)
+        options = f"lowerdir={':'.join(self.lowers)},upperdir={self.upper},workdir={self.work}"
+        run(["mount", "-t", "overlay", "overlay", "-o", options, str(self.root)])
+
+    def unmount(self):
+        run(["umount", str(self.root)], check=False)
+
+
+class Journal:
+    """A container's journal (read from its file system), in time order."""
+
+    def __init__(self, root: Path):
+        out = run(["journalctl", f"--root={root}", "-o", "json", "--no-pager", "--all"],
+                  check=False, timeout=120).stdout
+        self.entries = []
+        for line in out.splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            message = entry.get("MESSAGE") or ""
+            if isinstance(message, list):  # journalctl's form for non-UTF-8 messages
+                message = bytes(message).decode(errors="replace")
+            entry["MESSAGE"] = message
+            self.entries.append((int(entry["__MONOTONIC_TIMESTAMP"]), entry))
+        self.entries.sort(key=lambda e: e[0])
+
+    def all(self, predicate, after=0):
+        return [(t, e["MESSAGE"]) for t, e in self.entries if t >= after and predicate(e)]
+
+    def first(self, predicate, after=0):
+        found = self.all(predicate, after)
+        return found[0] if found else (None, None)
+
+    def text(self):
+        return "\n".join(f"{t / 1e6:12.6f} {e.get('SYSLOG_IDENTIFIER', '?')}[{e.get('_PID', '')}]: "
+                         f"{e['MESSAGE']}" for t, e in self.entries)
+
+
+def from_pid1(text):
+    return lambda e: e.get("_PID") == "1" and e["MESSAGE"].startswith(text)
+
+
+def runtime_stop(entry):
+    """The stand-in runtime's ExecStop: whether kube-apiserver's scope was still there."""
+    return entry["MESSAGE"].startswith(("container-runtime: stopping",
+                                        "container-runtime: kube-apiserver.scope is already"))
+
+
+def from_logind(text):
+    return lambda e: e.get("SYSLOG_IDENTIFIER") == "systemd-logind" and text in e["MESSAGE"]
+
+
+class Node:
+    """One boot of the node: systemd-nspawn -b on an overlay root, driven with nsenter."""
+
+    def __init__(self, name, overlay: Overlay, directory: Path, cgroup_parent):
+        self.name = name
+        self.console = None
+        self.root = overlay.root
+        self.dir = directory
+        self.cgroups = [Path("/sys/fs/cgroup") / h / cgroup_parent / name
+                        for h in ("systemd", "unified")]
+        self.nspawn = None
+        self.pid1 = None
+        self.booted_us = None
+
+    def start(self):
+        for cgroup in self.cgroups:
+            cgroup.mkdir(parents=True, exist_ok=True)
+        # The container's PID 1 makes the cgroup it starts in its own: one per container, so
+        # that parallel cases never share "payload" and "supervisor".
+        join = ('for c in "$@"; do [ "$c" = -- ] && break; echo $$ >"$c/cgroup.procs"; shift; '
+                'done; shift; exec "$@"')
+        argv = ["sh", "-c", join, "sh", *map(str, self.cgroups), "--",
+                "systemd-nspawn", "--boot", f"--directory={self.root}", f"--machine={self.name}",
+                "--register=no", "--keep-unit", "--private-network", "--console=pipe",
+                "--link-journal=no"]
+        self.console = open(self.dir / "console.log", "w")
+        self.nspawn = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.console,
+                                       stderr=subprocess.STDOUT, start_new_session=True,
+                                       env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": NO_BUS})
+        deadline = time.monotonic() + 60
+        while self.pid1 is None:
+            if self.nspawn.poll() is not None:
+                raise RuntimeError(f"systemd-nspawn exited with {self.nspawn.returncode}: "
+                                   + (self.dir / "console.log").read_text()[-2000:])
+            for task in Path(f"/proc/{self.nspawn.pid}/task").glob("*/children"):
+                for child in task.read_text().split():
+                    try:
+                        if Path(f"/proc/{child}/comm").read_text().strip() == "systemd":
+                            self.pid1 = int(child)
+                    except OSError:
+                        pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the container's systemd never appeared")
+            time.sleep(0.05)
+        self.wait_for(lambda: self.sh("systemctl", "is-system-running", check=False)
+                      .stdout.strip() in ("running", "degraded"), 120,
+                      "systemctl is-system-running: running")
+        self.booted_us = now_us()
+
+    def sh(self, *argv, check=True, timeout=60):
+        """Runs argv inside the container: its namespaces, its root, a clean environment."""
+        cmd = ["nsenter", f"--target={self.pid1}", "--mount", "--uts", "--ipc", "--net", "--pid",
+               "--", "env", "-i", CONTAINER_PATH, *argv]
+        return run(cmd, check=check, timeout=timeout)
+
+    def curl(self, path="/readyz"):
+        """GET on the shim's port from the container's network namespace (the machine's curl)."""
+        out = run(["nsenter", f"--target={self.pid1}", "--net", "--", "curl", "-s", "-o",
+                   "/dev/null", "-w", "%{http_code}", "--max-time", "2",
+                   f"http://127.0.0.1:6080{path}"], check=False).stdout.strip()
+        return out or "down"
+
+    def unit(self, prop, unit="shutdown-shim.service"):
+        return self.sh("systemctl", "show", "-p", prop, "--value", unit).stdout.strip()
+
+    def logind_delay_us(self):
+        out = self.sh("busctl", "get-property", "org.freedesktop.login1", "/org/freedesktop/login1",
+                      "org.freedesktop.login1.Manager", "InhibitDelayMaxUSec").stdout.split()
+        return int(out[1])
+
+    def inhibitors(self):
+        return self.sh("systemd-inhibit", "--list", "--no-pager", "--no-legend").stdout
+
+    def events(self):
+        path = self.root / "var/log/shutdown-shim/events.jsonl"
+        try:
+            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def apiserver_signals(self):
+        path = self.root / "var/log/system-test/apiserver-signals.log"
+        try:
+            return [int(line.split()[1]) for line in path.read_text().splitlines() if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def wait_for(self, predicate, timeout, what):
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out after {timeout} s waiting for {what}")
+            time.sleep(0.1)
+
+    def wait_ready(self, after_event=0, timeout=90):
+        """The shim answers 200, holds its lock (an InhibitorTaken after event #after_event) and
+        kube-apiserver runs."""
+        def ready():
+            taken = [e for e in self.events()[after_event:] if e["event"] == "InhibitorTaken"]
+            return (taken and self.curl() == "200"
+                    and self.sh("test", "-s", "/run/kube-apiserver.pid", check=False)
+                    .returncode == 0)
+        self.wait_for(ready, timeout, "the shim ready, its lock taken and kube-apiserver running")
+        return now_us()
+
+    def wait_exit(self, timeout):
+        try:
+            return self.nspawn.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def power_off_now(self):
+        """Ends a case that does not reboot: no unit is stopped, everything is killed."""
+        self.sh("journalctl", "--sync", check=False)
+        self.sh("systemctl", "poweroff", "--force", "--no-block", check=False)
+        self.wait_exit(60)
+
+    def stop(self):
+        """Whatever state the case left: the container's PID 1 killed (its PID namespace goes with
+        it), systemd-nspawn reaped, the cgroups removed."""
+        if self.nspawn and self.nspawn.poll() is None:
+            if self.pid1:
+                try:
+                    os.kill(self.pid1, 9)
+                except ProcessLookupError:
+                    pass
+            if self.wait_exit(30) is None:
+                self.nspawn.kill()
+                self.nspawn.wait()
+        if self.console:
+            self.console.close()
+        for cgroup in self.cgroups:
+            remove_cgroup(cgroup)
+
+
+def remove_cgroup(cgroup: Path):
+    """Removes a cgroup tree once its last process has gone (that can take a moment)."""
+    deadline = time.monotonic() + 10
+    while cgroup.exists():
+        try:
+            for d in sorted((p for p in cgroup.rglob("*") if p.is_dir()), reverse=True):
+                d.rmdir()
+            cgroup.rmdir()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+# --- the cases ---------------------------------------------------------------------------------
+
+def write(path: Path, text, mode=0o644):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+
+
+def no_vendor_dropin(root: Path):
+    # logind then falls back to its built-in InhibitDelayMaxSec=5 (a whiteout in the case layer).
+    (root / "usr/lib/systemd/logind.conf.d/zz-shutdown-shim.conf").unlink()
+
+
+def kubelet_dropin(root: Path):
+    # What kubelet writes for shutdownGracePeriod=300s (pkg/kubelet/nodeshutdown/systemd).
+    write(root / "etc/systemd/logind.conf.d/99-kubelet.conf",
+          f"# Kubelet logind override\n[Login]\nInhibitDelayMaxSec={KUBELET_DROPIN_S}\n")
+
+
+def watchdog_dropin(root: Path):
+    write(root / "etc/systemd/system/shutdown-shim.service.d/50-system-test.conf",
+          f"# The system test's watchdog case: a shorter WatchdogSec= than the shipped 30 s.\n"
+          f"[Service]\nWatchdogSec={WATCHDOG_S}s\n")
+
+
+def kubelet_lock(root: Path):
+    write(root / "etc/system-test/kubelet.env", f"KUBELET_SHUTDOWN_GRACE={KUBELET_GRACE_S}\n")
+    run(["systemctl", f"--root={root}", "enable", "kubelet.service"])
+
+
+def reboot_checks(node: Node, r: Result, trigger_us, full_hold=True, resumed=False):
+    """What a reboot through logind must show once the container is gone. Times count from
+    logind's "The system will reboot now!" (it accepted the Reboot call); returns the journal and
+    that moment."""
+    j = Journal(node.root)
+    accepted_t, _ = j.first(from_logind("The system will reboot now"), trigger_us)
+    r.expect(accepted_t is not None, "logind never logged 'The system will reboot now!'")
+    t0 = accepted_t or trigger_us
+    events = node.events()
+    times = lambda kind: [e["monotonic_us"] for e in events if e["event"] == kind]
+    initiated = [t for t in times("ShutdownInitiated") if t > trigger_us]
+    forwarded = times("SignalForwarded")
+    drained = times("DrainElapsed")
+    released = [t for t in times("InhibitorReleased") if initiated and t > initiated[0]]
+    signals = node.apiserver_signals()
+    rebooting_t, _ = j.first(from_logind("System is rebooting"), trigger_us)
+    timeout_t, _ = j.first(from_logind("inhibitor timeout is reached"), trigger_us)
+    stops = j.all(from_pid1("Stopping "), trigger_us)
+    # The last: a restart (kill-hold) stops the unit once before the shutdown does.
+    shim_stopped = j.all(from_pid1("Stopped shutdown-shim.service"), trigger_us)
+    shim_stopped_t = shim_stopped[-1][0] if shim_stopped else None
+    runtime_stopping_t, _ = j.first(from_pid1("Stopping containerd.service"), trigger_us)
+    scope_t, scope_msg = j.first(runtime_stop, trigger_us)
+    unready_t, _ = j.first(lambda e: e["MESSAGE"].startswith("vm-test: readyz ")
+                           and not e["MESSAGE"].endswith(" 200"), trigger_us)
+    stop_timeouts = j.all(lambda e: e.get("_PID") == "1" and "timed out" in e["MESSAGE"])
+    initiated_t = initiated[0] if initiated else None
+    released_t = released[-1] if released else None
+    drained_t = drained[0] if drained else None
+
+    r.expect(node.nspawn.returncode == 133,
+             f"systemd-nspawn exited with {node.nspawn.returncode}, not 133 (a reboot)")
+    r.expect(initiated_t is not None, "no ShutdownInitiated after the reboot was asked for")
+    r.expect(len(forwarded) == 1, f"{len(forwarded)} SignalForwarded events, expected 1")
+    r.expect(len(signals) == 1, f"kube-apiserver got {len(signals)} SIGTERMs, expected 1")
+    r.expect(rebooting_t is not None, "logind never logged 'System is rebooting'")
+    r.expect(unready_t is not None and rebooting_t is not None and unready_t < rebooting_t,
+             "the /readyz watcher never saw the shim unready before the reboot went on")
+    for _, message in stop_timeouts:
+        r.expect(False, f"a unit hit its stop timeout: {message}")
+    if full_hold:
+        r.expect(timeout_t is None, "logind cut the hold short ('inhibitor timeout is reached')")
+        r.expect(drained_t is not None, "no DrainElapsed")
+        r.expect(released_t is not None, "the lock was never released after the shutdown began")
+        if None not in (initiated_t, drained_t, released_t, rebooting_t):
+            r.expect(drained_t <= released_t <= rebooting_t,
+                     "order: expected DrainElapsed <= InhibitorReleased <= 'System is rebooting'")
+            r.expect(rebooting_t - initiated_t >= DRAIN_S * US,
+                     "the reboot went on before the drain had passed")
+            r.expect(not stops or stops[0][0] >= released_t,
+                     "PID 1 began stopping units before the shim released its lock")
+    if None not in (shim_stopped_t, runtime_stopping_t):
+        r.expect(runtime_stopping_t >= shim_stopped_t,
+                 "the container runtime began stopping before the shim had stopped (After=)")
+    if resumed:
+        r.expect(times("ShutdownResumed"), "no ShutdownResumed event from the restarted shim")
+
+    r.facts.update({
+        "logind accepted (after the host's call)": ms(accepted_t, trigger_us),
+        "ShutdownInitiated": ms(initiated_t, t0),
+        "unready (readyz watcher)": ms(unready_t, t0),
+        "SIGTERMs at kube-apiserver": f"{len(signals)} at "
+                                      + ", ".join(ms(t, t0) for t in signals),
+        "SignalForwarded events": str(len(forwarded)),
+        "DrainElapsed": ms(drained_t, t0),
+        "lock released": ms(released_t, t0),
+        "logind timeout message": ms(timeout_t, t0) if timeout_t else "no",
+        "System is rebooting": ms(rebooting_t, t0),
+        "hold (initiated -> rebooting)": ms(rebooting_t, initiated_t),
+        "first PID 1 'Stopping'": ms(stops[0][0], t0) if stops else "-",
+        "shim stopped / runtime stopping": f"{ms(shim_stopped_t, t0)} / "
+                                           f"{ms(runtime_stopping_t, t0)}",
+        "runtime at its stop": f"{ms(scope_t, t0)} {scope_msg or ''}".strip(),
+        "stop timeouts": str(len(stop_timeouts)),
+    })
+    return j, t0
+
+
+def reboot(node: Node, r: Result):
+    node.start()
+    node.wait_ready()
+    r.facts["logind InhibitDelayMaxSec"] = f"{node.logind_delay_us() / US:g} s"
+    r.expect(node.logind_delay_us() == 150 * US,
+             "logind does not apply the shipped drop-in's 150 s")
+    trigger = now_us()
+    node.sh("systemctl", "reboot")
+    node.wait_exit(120)
+    reboot_checks(node, r, trigger)
+
+
+def ensure(node: Node, r: Result):
+    node.start()
+    ready = node.wait_ready()
+    ensured = [e for e in node.events() if e["event"] == "InhibitDelayEnsured"]
+    needed = EXIT_TIMEOUT_S + DRAIN_S + 5  # the hold plus the margin (10 %, at least 5 s)
+    delay = node.logind_delay_us()
+    dropin = node.root / "etc/systemd/logind.conf.d/zz-shutdown-shim.conf"
+    r.expect(ensured and ensured[0].get("old_usec") == str(5 * US),
+             f"no InhibitDelayEnsured raising logind from its 5 s default: {ensured}")
+    r.expect(delay == needed * US, f"logind's InhibitDelayMaxUSec is {delay}, not {needed} s")
+    r.expect(dropin.exists() and f"InhibitDelayMaxSec={needed}\n" in dropin.read_text(),
+             f"the shim did not write {dropin.name} with {needed} under /etc (ReadWritePaths=)")
+    trigger = now_us()
+    node.sh("systemctl", "reboot")
+    node.wait_exit(120)
+    j, _ = reboot_checks(node, r, trigger)
+    wrote_t, reloaded_t = logind_reload(j, r)
+    r.facts = {"logind InhibitDelayMaxSec": f"5 s -> {delay / US:g} s",
+               "drop-in written -> logind reloaded": ms(reloaded_t, wrote_t),
+               "ready after boot": ms(ready, node.booted_us), **r.facts}
+
+
+def logind_reload(j: Journal, r: Result):
+    """When the shim wrote its drop-in, and when logind (SIGHUP from PID 1's KillUnit) read it."""
+    wrote_t, _ = j.first(lambda e: e.get("SYSLOG_IDENTIFIER") == "shutdown-shim"
+                         and "wrote a logind drop-in" in e["MESSAGE"])
+    reloaded_t, _ = j.first(from_logind("Config file reloaded"), wrote_t or 0)
+    r.expect(wrote_t is not None and reloaded_t is not None,
+             "no 'Config file reloaded' from logind after the shim wrote its drop-in (KillUnit)")
+    return wrote_t, reloaded_t
+
+
+def kubelet_grace(node: Node, r: Result):
+    node.start()
+    node.wait_ready()
+    delay = node.logind_delay_us()
+    ensured = [e for e in node.events() if e["event"] == "InhibitDelayEnsured"]
+    dropin = node.root / "etc/systemd/logind.conf.d/zz-shutdown-shim.conf"
+    r.expect(delay == KUBELET_DROPIN_S * US,
+             f"logind's InhibitDelayMaxUSec is {delay / US:g} s: the shim's vendor drop-in "
+             f"(150 s, sorting after 99-kubelet.conf) cuts kubelet's {KUBELET_DROPIN_S} s")
+    r.expect(dropin.exists() and f"InhibitDelayMaxSec={KUBELET_DROPIN_S}\n" in dropin.read_text(),
+             f"no /etc/systemd/logind.conf.d/{dropin.name} with kubelet's {KUBELET_DROPIN_S} s")
+    r.expect(ensured, "no InhibitDelayEnsured event")
+    wrote_t, reloaded_t = logind_reload(Journal(node.root), r)
+    r.facts.update({
+        "logind InhibitDelayMaxSec": f"{delay / US:g} s",
+        "InhibitDelayEnsured": (f"{int(ensured[0]['old_usec']) / US:g} s -> "
+                                f"{int(ensured[0]['new_usec']) / US:g} s") if ensured else "-",
+        "drop-in written -> logind reloaded": ms(reloaded_t, wrote_t),
+    })
+    node.power_off_now()
+
+
+def lifecycle(node: Node, r: Result):
+    node.start()
+    ready = node.wait_ready()
+    r.facts["ready after boot"] = ms(ready, node.booted_us)
+
+    # The sandbox: the shim runs with the shipped hardening and still finds kube-apiserver in
+    # /proc (no ProtectProc=), writes its event log (LogsDirectory=) and keeps its record
+    # (RuntimeDirectory=).
+    security = node.sh("systemd-analyze", "security", "--no-pager", "shutdown-shim.service").stdout
+    match = re.search(r"Overall exposure level for shutdown-shim\.service: ([0-9.]+)", security)
+    exposure = float(match.group(1)) if match else None
+    r.expect(exposure is not None and exposure <= SECURITY_EXPOSURE_MAX,
+             f"systemd-analyze security: exposure {exposure}, above {SECURITY_EXPOSURE_MAX}")
+    r.facts["systemd-analyze security"] = str(exposure)
+    verbose = run(["nsenter", f"--target={node.pid1}", "--net", "--", "curl", "-s",
+                   "http://127.0.0.1:6080/readyz?verbose"], check=False).stdout
+    r.expect("[+]inhibitor ok" in verbose, f"/readyz?verbose: {verbose!r}")
+    # What PID 1 applied: the bounding set, no_new_privs, the seccomp filter, a read-only root
+    # (ProtectSystem=strict) with /etc/systemd/logind.conf.d writable (ReadWritePaths=).
+    main_pid = node.unit("MainPID")
+    status = dict(line.split(":", 1) for line in
+                  node.sh("cat", f"/proc/{main_pid}/status").stdout.splitlines() if ":" in line)
+    mounts = node.sh("cat", f"/proc/{main_pid}/mountinfo").stdout
+    mount_options = {m.split()[4]: m.split()[5] for m in mounts.splitlines()}
+    r.expect(int(status["CapBnd"], 16) == CAP_KILL | CAP_SYS_BOOT,
+             f"bounding set {status['CapBnd'].strip()}, not CAP_KILL + CAP_SYS_BOOT")
+    r.expect(status["NoNewPrivs"].strip() == "1" and status["Seccomp"].strip() == "2",
+             "no no_new_privs or no seccomp filter on the shim")
+    r.expect(mount_options.get("/", "").startswith("ro"), "/ is not read-only for the shim")
+    r.expect(mount_options.get("/etc/systemd/logind.conf.d", "").startswith("rw"),
+             "/etc/systemd/logind.conf.d is not writable for the shim")
+    r.facts["the shim's sandbox"] = (f"CapBnd {status['CapBnd'].strip()}, NoNewPrivs "
+                                     f"{status['NoNewPrivs'].strip()}, Seccomp "
+                                     f"{status['Seccomp'].strip()}, / {mount_options.get('/')}")
+
+    # systemctl restart while idle: no signal, the lock taken again, ready again.
+    pid_before = node.unit("MainPID")
+    events_before = len(node.events())
+    t0 = now_us()
+    node.sh("systemctl", "restart", "shutdown-shim.service", timeout=120)
+    t1 = now_us()
+    ready_again = node.wait_ready(after_event=events_before)
+    pid_after = node.unit("MainPID")
+    after = node.events()[events_before:]
+    kinds = [e["event"] for e in after]
+    r.expect(pid_after != pid_before, "systemctl restart left the same MainPID")
+    r.expect("SignalForwarded" not in kinds, f"a signal was forwarded at an idle restart: {kinds}")
+    r.expect(not node.apiserver_signals(), "kube-apiserver got a signal at an idle restart")
+    r.expect("shutdown-shim" in node.inhibitors() and pid_after in node.inhibitors(),
+             f"logind does not list the new shim's lock:\n{node.inhibitors()}")
+    r.facts.update({"restart: systemctl returned": ms(t1, t0),
+                    "restart: ready again": ms(ready_again, t0),
+                    "restart: events": " ".join(kinds)})
+
+    # The watchdog: a stopped shim is killed and restarted by systemd after WatchdogSec=.
+    restarts = int(node.unit("NRestarts"))
+    events_before = len(node.events())
+    stopped_pid = node.unit("MainPID")
+    t_stop = now_us()
+    node.sh("systemctl", "kill", "--kill-who=main", "--signal=SIGSTOP", "shutdown-shim.service")
+    node.wait_for(lambda: node.unit("NRestarts") != str(restarts), 60 + WATCHDOG_S,
+                  "systemd to restart the stopped shim")
+    ready_again = node.wait_ready(after_event=events_before)
+    j = Journal(node.root)
+    watchdog_t, watchdog_msg = j.first(lambda e: "Watchdog timeout" in e["MESSAGE"], t_stop)
+    restart_t, _ = j.first(lambda e: e.get("_PID") == "1" and "Scheduled restart job"
+                           in e["MESSAGE"], t_stop)
+    kinds = [e["event"] for e in node.events()[events_before:]]
+    r.expect(watchdog_t is not None, "PID 1 never logged a watchdog timeout")
+    r.expect(node.unit("MainPID") != stopped_pid, "the stopped shim is still the main process")
+    r.expect("SignalForwarded" not in kinds, "a signal was forwarded at the watchdog restart")
+    r.expect(not node.apiserver_signals(), "kube-apiserver got a signal at the watchdog restart")
+    r.facts.update({"watchdog: PID 1's timeout": f"{ms(watchdog_t, t_stop)} ({watchdog_msg})",
+                    "watchdog: restart scheduled": ms(restart_t, t_stop),
+                    "watchdog: ready again": ms(ready_again, t_stop),
+                    "watchdog: NRestarts": node.unit("NRestarts")})
+    node.power_off_now()
+
+
+def kill_hold(node: Node, r: Result):
+    node.start()
+    node.wait_ready()
+    r.expect("kubelet" in node.inhibitors(), "the stand-in kubelet holds no delay lock")
+    trigger = now_us()
+    node.sh("systemctl", "reboot")
+    node.wait_for(lambda: any(e["event"] == "SignalForwarded" for e in node.events()), 30,
+                  "SignalForwarded")
+    killed = now_us()
+    node.sh("systemctl", "kill", "--signal=SIGKILL", "shutdown-shim.service")
+    node.wait_exit(120)
+    j, t0 = reboot_checks(node, r, trigger, full_hold=False, resumed=True)
+    restart_t, _ = j.first(lambda e: e.get("_PID") == "1" and "Scheduled restart job"
+                           in e["MESSAGE"], killed)
+    resumed_t, _ = j.first(lambda e: e.get("SYSLOG_IDENTIFIER") == "shutdown-shim"
+                           and e["MESSAGE"].startswith("resuming the hold"), killed)
+    kubelet_t, _ = j.first(lambda e: e["MESSAGE"] == "kubelet stand-in: releasing the delay lock")
+    rebooting_t, _ = j.first(from_logind("System is rebooting"), trigger)
+    r.expect(restart_t is not None, "PID 1 never scheduled the restart (Restart=on-failure)")
+    r.expect(rebooting_t is None or kubelet_t is None or rebooting_t >= kubelet_t,
+             "the reboot went on before the other delay lock was released")
+    r.facts.update({"SIGKILL": ms(killed, t0), "restart scheduled": ms(restart_t, t0),
+                    "ShutdownResumed (journal)": ms(resumed_t, t0),
+                    "kubelet's lock released": ms(kubelet_t, t0)})
+
+
+def ordering(node: Node, r: Result):
+    node.start()
+    node.wait_ready()
+    # What logind itself asks PID 1 for, without the delay lock: the shim learns of the
+    # shutdown only from its own stop, and After=containerd.service must hold the runtime back.
+    trigger = now_us()
+    node.sh("systemctl", "start", "--no-block", "--job-mode=replace-irreversibly", "reboot.target")
+    node.wait_exit(120)
+    j = Journal(node.root)
+    events = node.events()
+    initiated = [e for e in events if e["event"] == "ShutdownInitiated"]
+    drained = [e["monotonic_us"] for e in events if e["event"] == "DrainElapsed"]
+    forwarded = [e for e in events if e["event"] == "SignalForwarded"]
+    signals = node.apiserver_signals()
+    shim_stopping_t, _ = j.first(from_pid1("Stopping shutdown-shim.service"), trigger)
+    shim_stopped_t, _ = j.first(from_pid1("Stopped shutdown-shim.service"), trigger)
+    runtime_stopping_t, _ = j.first(from_pid1("Stopping containerd.service"), trigger)
+    scope_t, scope_msg = j.first(runtime_stop, trigger)
+    stop_timeouts = j.all(lambda e: e.get("_PID") == "1" and "timed out" in e["MESSAGE"])
+    r.expect(node.nspawn.returncode == 133, f"systemd-nspawn exited {node.nspawn.returncode}")
+    r.expect(initiated and initiated[0].get("cause") == "SIGTERM",
+             f"the shim's shutdown did not start from its SIGTERM: {initiated}")
+    r.expect(len(forwarded) == 1 and len(signals) == 1,
+             f"{len(forwarded)} SignalForwarded, {len(signals)} SIGTERMs at kube-apiserver")
+    r.expect(drained, "no DrainElapsed: the shim did not drain at its stop")
+    r.expect(None not in (shim_stopped_t, runtime_stopping_t)
+             and runtime_stopping_t >= shim_stopped_t,
+             "the runtime began stopping before the shim had stopped")
+    r.expect(drained and runtime_stopping_t is not None and runtime_stopping_t >= drained[0],
+             "the runtime began stopping before the drain had passed")
+    for _, message in stop_timeouts:
+        r.expect(False, f"a unit hit its stop timeout: {message}")
+    r.facts.update({
+        "shim Stopping": ms(shim_stopping_t, trigger),
+        "SIGTERMs at kube-apiserver": f"{len(signals)} at "
+                                      + ", ".join(ms(t, trigger) for t in signals),
+        "DrainElapsed": ms(drained[0] if drained else None, trigger),
+        "shim Stopped": ms(shim_stopped_t, trigger),
+        "runtime Stopping": ms(runtime_stopping_t, trigger),
+        "runtime at its stop": f"{ms(scope_t, trigger)} {scope_msg or ''}".strip(),
+        "stop timeouts": str(len(stop_timeouts)),
+    })
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    what: str
+    configure: Callable[[Path], None]
+    drive: Callable[[Node, Result], None]
+
+
+CASES = [
+    Case("reboot", "systemctl reboot with the shipped unit and logind drop-in", lambda root: None,
+         reboot),
+    Case("ensure", "logind at its 5 s default: --ensure-inhibit-delay raises it (KillUnit), "
+                   "then systemctl reboot", no_vendor_dropin, ensure),
+    Case("kubelet-dropin", f"kubelet's 99-kubelet.conf ({KUBELET_DROPIN_S} s) is never lowered "
+                           f"by the shim's vendor drop-in", kubelet_dropin, kubelet_grace),
+    Case("lifecycle", "systemd-analyze security, restart while idle, the watchdog",
+         watchdog_dropin, lifecycle),
+    Case("kill-hold", "systemctl kill -s KILL during a hold that kubelet's lock also holds",
+         kubelet_lock, kill_hold),
+    Case("ordering", "reboot.target started without logind: the shim drains before the "
+                     "runtime stops kube-apiserver's scope", lambda root: None, ordering),
+]
+
+
+# --- the node layer and the run ----------------------------------------------------------------
+
+def prepare_node_layer(rootfs: Path, build_root: Path, apiserver: Path, directory: Path):
+    """The shim as a package installs it, plus the node's other parts, as one overlay layer."""
+    layer = Overlay([rootfs], directory)
+    layer.mount()
+    try:
+        root = layer.root
+        subprocess.run([str(REPO / "scripts/release-install"), str(build_root / "release"),
+                        str(root)], check=True)
+        shutil.copy2(apiserver, root / "usr/local/bin/kube-apiserver")
+        lib = root / "usr/local/lib/system-test"
+        lib.mkdir(parents=True)
+        for script in ("container-runtime", "kubelet-shutdown-wait"):
+            shutil.copy2(GUEST / script, lib)
+        for unit in ("containerd.service", "kubelet.service"):
+            shutil.copy2(GUEST / unit, root / "etc/systemd/system")
+        # The VM test's /readyz watcher, as it is (it logs each change of the status).
+        vm_lib = root / "usr/local/lib/vm-test"
+        vm_lib.mkdir(parents=True)
+        shutil.copy2(VM_GUEST / "vm-readyz-watch", vm_lib)
+        shutil.copy2(VM_GUEST / "vm-test-lib.sh", vm_lib)
+        shutil.copy2(VM_GUEST / "vm-readyz-watch.service", root / "etc/systemd/system")
+        write(root / "etc/system-test/apiserver.env",
+              f"APISERVER_SHUTDOWN_DELAY={APISERVER_SHUTDOWN_DELAY}\n")
+        # The operator's settings, where the installed unit reads them.
+        with open(root / "etc/default/shutdown-shim", "a") as env:
+            env.write(f"\n# system test\nSHUTDOWN_SHIM_DRAIN_DELAY={DRAIN_S}s\n"
+                      f"SHUTDOWN_SHIM_EXIT_TIMEOUT={EXIT_TIMEOUT_S}s\n")
+        run(["systemctl", f"--root={root}", "enable", "shutdown-shim.service",
+             "containerd.service", "vm-readyz-watch.service"])
+    finally:
+        layer.unmount()
+    return layer.upper
+
+
+def run_case(case: Case, lowers, work: Path, cgroup_parent):
+    r = Result(case.name)
+    directory = work / case.name
+    overlay = Overlay(lowers, directory)
+    overlay.mount()
+    node = Node(f"shim-{case.name}", overlay, directory, cgroup_parent)
+    started = time.monotonic()
+    try:
+        case.configure(overlay.root)
+        case.drive(node, r)
+    except Exception as e:  # a case that cannot go on is a failed case, with the reason
+        r.failures.append(f"{type(e).__name__}: {e}")
+    finally:
+        node.stop()
+        try:
+            (directory / "journal.txt").write_text(Journal(overlay.root).text())
+        except Exception as e:
+            r.failures.append(f"reading the journal: {e}")
+        overlay.unmount()
+    r.facts["case took"] = f"{time.monotonic() - started:.1f} s"
+    return r
+
+
+def skip(why):
+    if os.environ.get("CI") == "true":
+        print(f"system: FAIL: {why} (CI=true: a skip is a failure)", file=sys.stderr)
+        sys.exit(1)
+    print(f"system: SKIP: {why}", file=sys.stderr)
+    sys.exit(77)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-root", required=True, type=Path,
+                        help="the meson build root (the stand-in apiserver; release/ is made here)")
+    parser.add_argument("--case", action="append", choices=[c.name for c in CASES])
+    parser.add_argument("--jobs", type=int, default=3)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args()
+    os.environ["DBUS_SYSTEM_BUS_ADDRESS"] = NO_BUS
+
+    if os.geteuid() != 0:
+        skip("needs root (systemd-nspawn, overlayfs mounts)")
+    for tool in ("systemd-nspawn", "nsenter", "unshare", "journalctl", "curl"):
+        if not shutil.which(tool):
+            skip(f"{tool} is missing (scripts/test installs systemd-container and curl)")
+    if "overlay" not in Path("/proc/filesystems").read_text():
+        run(["modprobe", "overlay"], check=False)
+        if "overlay" not in Path("/proc/filesystems").read_text():
+            skip("the kernel has no overlayfs")
+    # Every mount below lives in a mount namespace of this process, gone when it exits.
+    if os.environ.get("SHUTDOWN_SHIM_SYSTEM_NS") != "1":
+        child = subprocess.run(["unshare", "--mount", "--propagation", "private", "--",
+                                sys.executable, __file__, *sys.argv[1:]],
+                               env={**os.environ, "SHUTDOWN_SHIM_SYSTEM_NS": "1"})
+        sys.exit(child.returncode)
+    return run_suite(args)
+
+
+def run_suite(args):
+    started = time.monotonic()
+    apiserver = args.build_root / "tests/sandbox/fake_apiserver"
+    if not apiserver.exists():
+        print(f"system: no {apiserver}: build the tests first", file=sys.stderr)
+        return 1
+    rootfs = subprocess.run([str(REPO / "scripts/debian-rootfs")], text=True,
+                            stdout=subprocess.PIPE)
+    if rootfs.returncode == 77:
+        skip("no Debian root file system (see scripts/debian-rootfs above)")
+    if rootfs.returncode != 0:
+        return 1
+    rootfs = Path(rootfs.stdout.strip())
+    print(f"system: root file system {rootfs} ({time.monotonic() - started:.0f} s)")
+
+    # nspawn's own state under /run/systemd/nspawn: a tmpfs of this mount namespace.
+    Path("/run/systemd/nspawn").mkdir(parents=True, exist_ok=True)
+    run(["mount", "-t", "tmpfs", "tmpfs", "/run/systemd/nspawn"])
+    work = Path(tempfile.mkdtemp(prefix="shim-system-test."))
+    cgroup_parent = f"shutdown-shim-system-test.{os.getpid()}"
+    ok = False
+    try:
+        node_layer = prepare_node_layer(rootfs, args.build_root, apiserver, work / "node")
+        print(f"system: node layer ready ({time.monotonic() - started:.0f} s)")
+        cases = [c for c in CASES if not args.case or c.name in args.case]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run_case, c, [node_layer, rootfs], work, cgroup_parent)
+                       for c in cases]
+            results = [f.result() for f in futures]
+        ok = report(cases, results)
+        print(f"system: {'PASS' if ok else 'FAIL'} after {time.monotonic() - started:.0f} s "
+              f"({len(cases)} cases, {args.jobs} at a time)")
+    finally:
+        for hierarchy in ("systemd", "unified"):
+            remove_cgroup(Path("/sys/fs/cgroup") / hierarchy / cgroup_parent)
+        if args.keep or not ok:
+            print(f"system: kept {work} (journal.txt and console.log per case)")
+        else:
+            shutil.rmtree(work)
+    return 0 if ok else 1
+
+
+def report(cases, results):
+    ok = True
+    for case, r in zip(cases, results):
+        print(f"\n== {r.name}: {'PASS' if not r.failures else 'FAIL'}  ({case.what})")
+        width = max(len(k) for k in r.facts) if r.facts else 0
+        for key, value in r.facts.items():
+            print(f"  {key:<{width}}  {value}")
+        for failure in r.failures:
+            print(f"  FAILED: {failure}")
+        ok = ok and not r.failures
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(main())
