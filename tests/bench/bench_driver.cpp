@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -972,7 +973,16 @@ std::string load_average() {
   return text.substr(0, text.find(' ', text.find(' ', text.find(' ') + 1) + 1));
 }
 
-void print_machine(const options& o, const std::string& load_at_start) {
+// "2026-11-30 22:31 UTC": when a run started, for the report's reader.
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  return std::string(text, std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm));
+}
+
+void print_machine(const options& o, const std::string& started, const std::string& load_at_start) {
   utsname u{};
   uname(&u);
   std::string cpu;
@@ -987,6 +997,7 @@ void print_machine(const options& o, const std::string& load_at_start) {
   }
   const std::string shim = sandbox::tool_paths::from_environment().shim;
   std::cout << "## Machine and versions\n\n| | |\n| --- | --- |\n";
+  std::cout << fmt::format("| date | {} (start of the run) |\n", started);
   std::cout << fmt::format("| CPU | {} x {} (`nproc` {}) |\n", cpu,
                            std::thread::hardware_concurrency(), sysconf(_SC_NPROCESSORS_ONLN));
   std::cout << fmt::format("| kernel | {} {} |\n", u.sysname, u.release);
@@ -1254,6 +1265,7 @@ void print_http(const options& o, const http_report& r, std::vector<std::string>
 }
 
 int run(const options& o) {
+  const std::string started = utc_now();
   const std::string load_at_start = load_average();
   std::vector<std::string> summary;
   std::vector<std::pair<hold_scenario, std::vector<reboot_sample>>> holds;
@@ -1307,7 +1319,7 @@ int run(const options& o) {
                "are distributions or ratios from this run only; the machine is shared and noisy, "
                "so compare runs by their ratios, not their absolute times. Percentiles are "
                "nearest-rank: with fewer than 100 samples p99 is one of the largest two.\n\n";
-  print_machine(o, load_at_start);
+  print_machine(o, started, load_at_start);
   if (!all_reboots.empty() || !sigterms.empty()) {
     print_unready(all_reboots, sigterms);
     auto pfs = to_ms(all_reboots, &reboot_sample::prepare_us, &reboot_sample::first_503_us);
