@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "flat_json_reader.hpp"
 #include "log_line.hpp"
 
 namespace {
@@ -52,72 +53,12 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
-int hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Decodes the inside of a JSON string as RFC 8259 reads it; nullopt if it is not one. Only the
-// escapes json_escape may write are accepted (\u for controls and U+FFFD, no surrogates).
+// Decodes the inside of a JSON string as RFC 8259 reads it; nullopt if it is not one.
 std::optional<std::string> decode(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == '"') return std::nullopt;
-    if (c != '\\') {
-      out += static_cast<char>(c);
-      continue;
-    }
-    if (++i == s.size()) return std::nullopt;
-    switch (s[i]) {
-      case '"':
-        out += '"';
-        break;
-      case '\\':
-        out += '\\';
-        break;
-      case '/':
-        out += '/';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'u': {
-        unsigned code = 0;
-        for (int k = 1; k <= 4; ++k) {
-          if (i + k >= s.size()) return std::nullopt;
-          const int h = hex(s[i + k]);
-          if (h < 0) return std::nullopt;
-          code = code * 16 + static_cast<unsigned>(h);
-        }
-        i += 4;
-        if (code < 0x80) {
-          out += static_cast<char>(code);
-        } else if (code == 0xFFFD) {
-          out += "\xEF\xBF\xBD";
-        } else {
-          return std::nullopt;
-        }
-        break;
-      }
-      default:
-        return std::nullopt;
-    }
-  }
+  const std::string quoted = '"' + std::string(s) + '"';
+  shim::test::json_reader reader(quoted);
+  auto out = reader.string();
+  if (!reader.at_end()) return std::nullopt;
   return out;
 }
 

@@ -43,24 +43,7 @@ class json_reader {
     return done(out);
   }
 
- private:
-  std::optional<json_object> done(json_object& out) {
-    if (i_ != s_.size()) return std::nullopt;
-    return out;
-  }
-  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
-  bool eat(char c) {
-    if (peek() != c) return false;
-    ++i_;
-    return true;
-  }
-  std::optional<std::string> integer() {
-    std::string digits;
-    if (peek() == '-') digits += s_[i_++];
-    while (peek() >= '0' && peek() <= '9') digits += s_[i_++];
-    if (digits.empty() || digits == "-") return std::nullopt;
-    return digits;
-  }
+  // One JSON string at the reader's position, decoded; nullopt if it is not one.
   std::optional<std::string> string() {
     if (!eat('"')) return std::nullopt;
     std::string out;
@@ -133,6 +116,26 @@ class json_reader {
     return std::nullopt;
   }
 
+  bool at_end() const { return i_ == s_.size(); }
+
+ private:
+  std::optional<json_object> done(json_object& out) {
+    if (i_ != s_.size()) return std::nullopt;
+    return out;
+  }
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  bool eat(char c) {
+    if (peek() != c) return false;
+    ++i_;
+    return true;
+  }
+  std::optional<std::string> integer() {
+    std::string digits;
+    if (peek() == '-') digits += s_[i_++];
+    while (peek() >= '0' && peek() <= '9') digits += s_[i_++];
+    if (digits.empty() || digits == "-") return std::nullopt;
+    return digits;
+  }
   std::string_view s_;
   std::size_t i_ = 0;
 };
