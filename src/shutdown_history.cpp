@@ -24,7 +24,11 @@ bool shutdown_history::starts_new_boot(const event_record& r) const {
 void shutdown_history::add(const event_record& r) {
   if (starts_new_boot(r)) {
     close_boot();
-    open_.emplace();
+    open_.emplace(open_boot{.boot_id = r.boot_id,
+                            .last_clock = std::nullopt,
+                            .shutdown = std::nullopt,
+                            .last_pid = 0,
+                            .last_was_target_exit = false});
   }
   open_boot& b = *open_;
   if (b.boot_id.empty()) b.boot_id = r.boot_id;  // an upgrade within the boot names it

@@ -48,12 +48,14 @@ class shutdown_history {
                                   const std::string& current_boot_id);
 
  private:
+  // No default member initializers: clang 14 (the fuzz build) cannot emplace a nested struct
+  // that has them; add() sets every member.
   struct open_boot {
     std::string boot_id;
     std::optional<std::int64_t> last_clock;  // boottime_us, else monotonic_us
     std::optional<shutdown_account> shutdown;
-    std::int64_t last_pid = 0;
-    bool last_was_target_exit = false;
+    std::int64_t last_pid;
+    bool last_was_target_exit;
   };
 
   bool starts_new_boot(const event_record& r) const;

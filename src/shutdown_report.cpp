@@ -17,7 +17,7 @@ namespace shim {
 namespace {
 
 constexpr std::size_t kShortBootId = 8;
-constexpr std::size_t kMaxTrigger = 32;
+constexpr std::size_t kMaxTrigger = 40;
 constexpr std::size_t kMaxDetail = 200;
 
 // "--flag=value" or "--flag value", as the daemon's own flags.

@@ -204,7 +204,7 @@ TEST_F(ShutdownReport, ALongTriggerStaysOnOneShortLine) {
       .add("ShutdownInitiated", 100, R"(a cause\nthat spans lines and goes on and on and on)")
       .add("InhibitorReleased", 100);
   const auto r = run(log.text());
-  EXPECT_THAT(r.out, HasSubstr("  a cause that spans lines and... "));
+  EXPECT_THAT(r.out, HasSubstr("  a cause that spans lines and goes on...  "));
 }
 
 }  // namespace
