@@ -9,6 +9,7 @@ class reader {
 
   std::optional<flat_json_object> object() {
     flat_json_object out;
+    out.reserve(16);  // an event record's members, without growing
     if (!eat('{')) return std::nullopt;
     if (eat('}')) return done(out);
     do {
@@ -48,6 +49,10 @@ class reader {
     if (digits.empty() || digits == "-") return std::nullopt;
     return digits;
   }
+  static bool plain(char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c >= 0x20 && c != '"' && c != '\\';
+  }
   static int hex_value(char h) {
     if (h >= '0' && h <= '9') return h - '0';
     if (h >= 'a' && h <= 'f') return h - 'a' + 10;
@@ -79,13 +84,14 @@ class reader {
     if (!eat('"')) return std::nullopt;
     std::string out;
     while (i_ < s_.size()) {
+      // A run of plain characters at once: the report reads 100 MB logs through here.
+      const std::size_t run = i_;
+      while (i_ < s_.size() && plain(s_[i_])) ++i_;
+      out.append(s_, run, i_ - run);
+      if (i_ == s_.size()) break;
       const auto c = static_cast<unsigned char>(s_[i_++]);
       if (c == '"') return out;
       if (c < 0x20) return std::nullopt;  // raw control characters are not JSON
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        continue;
-      }
       if (i_ >= s_.size()) return std::nullopt;
       const char e = s_[i_++];
       switch (e) {
