@@ -14,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "boot_id.hpp"
 #include "errno_error.hpp"
 
 namespace shim {
@@ -29,8 +30,8 @@ constexpr std::array<std::pair<mode_t, std::string_view>, 6> kFileTypeNames{{
     {S_IFLNK, "a symbolic link"},
 }};
 
-constexpr std::array<std::string_view, 7> kReservedEventKeys{
-    "event", "wall", "monotonic_us", "boottime_us", "pid", "cause", "message"};
+constexpr std::array<std::string_view, 8> kReservedEventKeys{
+    "event", "wall", "monotonic_us", "boottime_us", "boot_id", "pid", "cause", "message"};
 
 [[noreturn]] void refuse_not_regular(const std::string& path, mode_t mode) {
   std::string_view type = "not a regular file";
@@ -78,8 +79,9 @@ bool is_reserved_event_key(std::string_view key) {
 }
 
 // The record as one JSON line; age_us moves the three clocks back to when the event happened.
-std::string event_line(std::string_view name, std::string_view cause, std::string_view message,
-                       const log_fields& fields, std::int64_t monotonic_now, std::int64_t age_us) {
+std::string event_line(std::string_view name, std::string_view boot_id, std::string_view cause,
+                       std::string_view message, const log_fields& fields,
+                       std::int64_t monotonic_now, std::int64_t age_us) {
   std::string line;
   line.reserve(256);
   line += '{';
@@ -88,8 +90,11 @@ std::string event_line(std::string_view name, std::string_view cause, std::strin
   append_json_string(
       line, "wall",
       format_wall_time(std::chrono::system_clock::now() - std::chrono::microseconds(age_us)));
-  line += fmt::format(",\"monotonic_us\":{},\"boottime_us\":{},\"pid\":{},", monotonic_now - age_us,
-                      clock_microseconds(CLOCK_BOOTTIME) - age_us, ::getpid());
+  line += fmt::format(",\"monotonic_us\":{},\"boottime_us\":{},", monotonic_now - age_us,
+                      clock_microseconds(CLOCK_BOOTTIME) - age_us);
+  // Both clocks start again at every boot: the boot id says which boot they count from.
+  append_json_string(line, "boot_id", boot_id);
+  line += fmt::format(",\"pid\":{},", ::getpid());
   append_json_string(line, "cause", cause);
   line += ',';
   append_json_string(line, "message", message);
@@ -105,7 +110,8 @@ std::string event_line(std::string_view name, std::string_view cause, std::strin
 
 }  // namespace
 
-event_recorder::event_recorder(logger& log, std::string path) : log_(log), path_(std::move(path)) {
+event_recorder::event_recorder(logger& log, std::string path)
+    : log_(log), path_(std::move(path)), boot_id_(current_boot_id()) {
   if (!path_.empty()) file_ = open_event_log(path_);
 }
 
@@ -125,7 +131,7 @@ void event_recorder::record(event_kind kind, std::string_view cause, std::string
   if (file_) {
     int error = ENOMEM;  // until the line is built
     try {
-      std::string line = event_line(name, cause, message, fields, monotonic_now, age);
+      std::string line = event_line(name, boot_id_, cause, message, fields, monotonic_now, age);
       // After a torn record that could not be cut off, start on a fresh line: the torn one stays
       // invalid, this one is whole.
       if (torn_) line.insert(line.begin(), '\n');

@@ -16,7 +16,10 @@ namespace shim {
 // Lifecycle events: each is logged and, with --event-log, appended to that file as one JSON object
 // per line, so that an operator can prove after a reboot what happened:
 // {"event":"SignalForwarded","wall":"2026-11-29T16:36:07.123456Z","monotonic_us":123456789,
+//  "boottime_us":123456789,"boot_id":"7476cf30dbe24e679ebb3140ce086a55","pid":1234,
 //  "cause":"PrepareForShutdown(true)","message":"...", ...fields}
+// boot_id (32 hex digits, as the journal's _BOOT_ID; "" if unreadable) tells the records of one
+// boot from the next, whose clocks start again from zero; `shutdown-shim report` groups by it.
 //
 // The file must be a regular file. Its writes need no queue, unlike stderr's: write() to a regular
 // file never waits for a reader, only for the page cache and the filesystem, and epoll cannot
@@ -49,6 +52,7 @@ class event_recorder {
 
   logger& log_;
   std::string path_;
+  std::string boot_id_;  // read once: it cannot change while the process runs
   unique_fd file_;
   // A failed record could not be cut off again: the file ends in a torn line.
   bool torn_ = false;

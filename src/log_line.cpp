@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <time.h>
 
+#include <algorithm>
 #include <array>
 #include <ctime>
 #include <utility>
@@ -105,6 +106,32 @@ std::string escape_controls(std::string_view s) {
       out += ch;
     }
   }
+  return out;
+}
+
+std::string one_line(std::string_view text, std::size_t max) {
+  constexpr std::string_view kEllipsis = "...";
+  std::string out;
+  out.reserve(std::min(text.size(), max + 1));
+  bool gap = false;
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c == 0x7F) {
+      gap = !out.empty();
+      continue;
+    }
+    if (gap) out += ' ';
+    gap = false;
+    out += ch;
+    if (out.size() > max) break;  // enough to know it must be cut
+  }
+  if (out.size() <= max) return out;
+  std::size_t keep = max >= kEllipsis.size() ? max - kEllipsis.size() : max;
+  // Never half a character: back off over UTF-8 continuation bytes.
+  while (keep > 0 && (static_cast<unsigned char>(out[keep]) & 0xC0) == 0x80) --keep;
+  out.resize(keep);
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  if (max >= kEllipsis.size()) out += kEllipsis;
   return out;
 }
 

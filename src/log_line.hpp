@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +23,12 @@ std::string json_escape(std::string_view s);
 // For the text format, where a message must stay on one line: control characters are escaped
 // (as JSON would), every other byte is left as it is.
 std::string escape_controls(std::string_view s);
+
+// Text shown where one line is all there is (/readyz?verbose, sd_notify STATUS=, a report's
+// table): every run of whitespace and control characters, line breaks included, becomes one
+// space, the ends are trimmed, and if more than max bytes are left it is cut at a UTF-8 character
+// boundary and ends in "..." (max bytes in all). A D-Bus error text can span several lines.
+std::string one_line(std::string_view text, std::size_t max);
 
 // A logfmt-style value for the text format: bare when unambiguous (no space, control character,
 // quote or '='), otherwise quoted with JSON escapes.

@@ -3,12 +3,15 @@
 
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
+#include <span>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
+#include "boot_id.hpp"
 #include "config.hpp"
 #include "event_log.hpp"
+#include "shutdown_report.hpp"
 #include "shutdown_shim.hpp"
 #include "target.hpp"
 
@@ -16,11 +19,45 @@ namespace {
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
+// `shutdown-shim report`: 0 clean and 1 not clean, as above; then these.
+constexpr int kExitNoShutdown = 3;
+constexpr int kExitUnreadable = 4;
+
+int report_command(std::span<const std::string_view> args) {
+  shim::report_options options;
+  try {
+    options = shim::parse_report_flags(args);
+  } catch (const shim::usage_error& e) {
+    std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
+    return kExitUsage;
+  }
+  if (options.help) {
+    std::fputs(shim::report_usage_text().c_str(), stdout);
+    return 0;
+  }
+  const auto report = shim::make_report(options, shim::current_boot_id());
+  std::fputs(report.out.c_str(), stdout);
+  if (!report.note.empty()) std::fprintf(stderr, "shutdown-shim report: %s\n", report.note.c_str());
+  switch (report.result) {
+    case shim::report::outcome::clean:
+      return 0;
+    case shim::report::outcome::not_clean:
+      return kExitFailure;
+    case shim::report::outcome::no_shutdown:
+      return kExitNoShutdown;
+    case shim::report::outcome::unreadable:
+      return kExitUnreadable;
+  }
+  return kExitFailure;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (!args.empty() && args.front() == "report") {
+    return report_command(std::span(args).subspan(1));
+  }
   shim::config cfg;
   try {
     cfg = shim::parse_flags(args);

@@ -389,6 +389,11 @@ void shutdown_shim::carry_out(const seq::action& a) {
       if (a.event == event_kind::ShutdownResumed) {
         for (pid_t pid : signalled_) fields.emplace_back("target_pid", std::to_string(pid));
       }
+      // logind's limit as it stood when this hold began, for `shutdown-shim report`.
+      if (status_.logind_delay_max_usec) {
+        fields.emplace_back("inhibit_delay_max_usec",
+                            std::to_string(*status_.logind_delay_max_usec));
+      }
       // Stamped with the moment the drain is counted from, not the (later) moment of writing:
       // the event log must show a hold of at least the drain.
       events_.record(a.event.value_or(event_kind::ShutdownInitiated), a.cause, a.message, fields,

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
-#include <systemd/sd-id128.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "boot_id.hpp"
 #include "logind_config.hpp"
 #include "unique_fd.hpp"
 
@@ -101,13 +101,6 @@ std::optional<process_identity> identify_process(pid_t pid, const std::string& p
   process_identity id{pid, 0};
   if (!parse_number(field, id.start_time)) return std::nullopt;
   return id;
-}
-
-std::string current_boot_id() {
-  sd_id128_t id;
-  if (sd_id128_get_boot(&id) < 0) return {};
-  char text[SD_ID128_STRING_MAX];
-  return sd_id128_to_string(id, text);
 }
 
 bool shutdown_record::was_signalled(const process_identity& p) const {

@@ -64,7 +64,4 @@ class signal_record {
   std::filesystem::path file_;
 };
 
-// This boot's id (/proc/sys/kernel/random/boot_id), empty if unreadable.
-std::string current_boot_id();
-
 }  // namespace shim

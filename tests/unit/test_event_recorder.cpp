@@ -16,6 +16,7 @@
 #include <system_error>
 #include <vector>
 
+#include "boot_id.hpp"
 #include "event_recorder.hpp"
 #include "log_test_support.hpp"
 
@@ -72,8 +73,8 @@ TEST_F(EventRecorder, WritesOneJsonLineWithEveryKey) {
   const auto lines = split_lines(text);
   ASSERT_EQ(lines.size(), 1u);
   const json_object o = parse_object(lines[0]);
-  EXPECT_THAT(keys(o), ElementsAre("event", "wall", "monotonic_us", "boottime_us", "pid", "cause",
-                                   "message", "signal", "pid_target", "note"));
+  EXPECT_THAT(keys(o), ElementsAre("event", "wall", "monotonic_us", "boottime_us", "boot_id", "pid",
+                                   "cause", "message", "signal", "pid_target", "note"));
   EXPECT_EQ(get(o, "event").text, "SignalForwarded");
   EXPECT_TRUE(is_timestamp(get(o, "wall").text));
   EXPECT_FALSE(get(o, "monotonic_us").is_string);
@@ -85,6 +86,9 @@ TEST_F(EventRecorder, WritesOneJsonLineWithEveryKey) {
   // The boot clock also counts suspend, so it is not behind the monotonic one (give or take the
   // microsecond some sandboxed kernels show).
   EXPECT_GE(std::stoll(get(o, "boottime_us").text), monotonic - 1'000'000);
+  // The journal's form (32 hex digits), so that `journalctl -b` can be matched with it.
+  EXPECT_EQ(get(o, "boot_id").text, current_boot_id());
+  EXPECT_THAT(get(o, "boot_id").text, testing::MatchesRegex("[0-9a-f]{32}"));
   EXPECT_EQ(get(o, "pid").text, std::to_string(::getpid()));
   EXPECT_EQ(get(o, "cause").text, "PrepareForShutdown(true)");
   EXPECT_EQ(get(o, "message").text, "sent SIGTERM to \"kube-apiserver\"\n(pid 42)");
@@ -127,12 +131,13 @@ TEST_F(EventRecorder, StampsTheMomentGivenOnEveryClock) {
 
 TEST_F(EventRecorder, ExtraFieldsNeverShadowFixedKeys) {
   event_recorder events(log, path);
-  events.record(event_kind::TargetExited, "pidfd", "the target exited",
-                {{"pid", "42"}, {"event", "x"}, {"message", "y"}, {"exit_code", "0"}});
+  events.record(
+      event_kind::TargetExited, "pidfd", "the target exited",
+      {{"pid", "42"}, {"event", "x"}, {"message", "y"}, {"boot_id", "z"}, {"exit_code", "0"}});
   const json_object o = parse_object(split_lines(read_file(path)).at(0));
-  EXPECT_THAT(keys(o),
-              ElementsAre("event", "wall", "monotonic_us", "boottime_us", "pid", "cause", "message",
-                          "field_pid", "field_event", "field_message", "exit_code"));
+  EXPECT_THAT(keys(o), ElementsAre("event", "wall", "monotonic_us", "boottime_us", "boot_id", "pid",
+                                   "cause", "message", "field_pid", "field_event", "field_message",
+                                   "field_boot_id", "exit_code"));
   EXPECT_EQ(get(o, "pid").text, std::to_string(::getpid()));
   EXPECT_EQ(get(o, "field_pid").text, "42");
   EXPECT_EQ(get(o, "event").text, "TargetExited");

@@ -1,0 +1,16 @@
+#pragma once
+
+#include <string>
+
+namespace shim {
+
+// This boot's id as 32 lowercase hex digits (sd_id128_get_boot, which reads
+// /proc/sys/kernel/random/boot_id), the form the journal's _BOOT_ID uses; empty if unreadable.
+//
+// There is deliberately no switch to override it: the tests give a process another boot by
+// bind-mounting a file over /proc/sys/kernel/random/boot_id in a mount namespace of their own
+// (as systemd-nspawn does for a container), so the shim that runs in production is the one
+// under test, with no hidden flag or environment variable that could fake a reboot.
+std::string current_boot_id();
+
+}  // namespace shim

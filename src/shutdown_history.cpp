@@ -1,0 +1,91 @@
+#include "shutdown_history.hpp"
+
+#include <utility>
+
+namespace shim {
+namespace {
+
+std::optional<std::int64_t> clock_of(const event_record& r) {
+  return r.boottime_us ? r.boottime_us : r.monotonic_us;
+}
+
+}  // namespace
+
+shutdown_history::shutdown_history(std::size_t boots, std::string current_boot_id)
+    : keep_(boots), current_boot_id_(std::move(current_boot_id)) {}
+
+bool shutdown_history::starts_new_boot(const event_record& r) const {
+  if (!open_) return true;
+  if (!r.boot_id.empty() && !open_->boot_id.empty()) return r.boot_id != open_->boot_id;
+  const auto clock = clock_of(r);
+  return r.event == "Started" && clock && open_->last_clock && *clock < *open_->last_clock;
+}
+
+void shutdown_history::add(const event_record& r) {
+  if (starts_new_boot(r)) {
+    close_boot();
+    open_.emplace(open_boot{.boot_id = r.boot_id,
+                            .last_clock = std::nullopt,
+                            .shutdown = std::nullopt,
+                            .last_pid = 0,
+                            .last_was_target_exit = false});
+  }
+  open_boot& b = *open_;
+  if (b.boot_id.empty()) b.boot_id = r.boot_id;  // an upgrade within the boot names it
+  if (const auto clock = clock_of(r); clock && (!b.last_clock || *clock > *b.last_clock)) {
+    b.last_clock = clock;
+  }
+
+  if (r.event == "ShutdownInitiated") {
+    // A later shutdown of the same boot (after a cancel, or a restart of the shim) is the one
+    // that ended the boot.
+    b.shutdown.emplace(r, b.last_pid == r.pid && b.last_was_target_exit);
+  } else if (b.shutdown) {
+    b.shutdown->add(r);
+  }
+  b.last_pid = r.pid;
+  b.last_was_target_exit = r.event == "TargetExited";
+}
+
+shutdown_history::boot shutdown_history::finished(const open_boot& b) const {
+  return boot{.boot_id = b.boot_id,
+              .current = !b.boot_id.empty() && b.boot_id == current_boot_id_,
+              .last_shutdown = *b.shutdown};
+}
+
+void shutdown_history::close_boot() {
+  if (!open_) return;
+  if (open_->shutdown && keep_ > 0) {
+    done_.push_back(finished(*open_));
+    if (done_.size() > keep_) done_.pop_front();
+  }
+  open_.reset();
+}
+
+std::vector<shutdown_history::boot> shutdown_history::boots() const {
+  std::vector<boot> out(done_.begin(), done_.end());
+  if (open_ && open_->shutdown && keep_ > 0) {
+    out.push_back(finished(*open_));
+    if (out.size() > keep_) out.erase(out.begin());
+  }
+  return out;
+}
+
+result<shutdown_history::read_result> shutdown_history::read(const std::string& path,
+                                                             std::size_t boots,
+                                                             const std::string& current_boot_id) {
+  shutdown_history history(boots, current_boot_id);
+  event_line_reader reader({.record = [&history](const event_record& r) { history.add(r); }});
+  read_result out;
+  // logrotate renames PATH to PATH.1 and the shim reopens PATH on SIGHUP: PATH.1 is older.
+  for (const std::string& file : {path + ".1", path}) {
+    auto read = reader.read_file(file);
+    if (!read) return result<read_result>::failure(read.error());
+    if (read.value()) ++out.files_read;
+  }
+  out.boots = history.boots();
+  out.skipped_lines = reader.skipped_lines();
+  return result<read_result>::success(std::move(out));
+}
+
+}  // namespace shim

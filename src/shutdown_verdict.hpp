@@ -1,0 +1,31 @@
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace shim {
+
+// What the event log says became of a shutdown: `shutdown-shim report`'s last column. The rules
+// that give each one are in shutdown_account.hpp.
+enum class shutdown_verdict {
+  clean,          // signal forwarded, the drain ran in full, then the lock was released
+  cut_short,      // the records stop before the lock was released: logind's timeout, a SIGKILL
+                  // or a crash ended the shim
+  no_signal,      // there was no target, or it had already exited
+  not_forwarded,  // the shim's SIGTERM was not passed on (policy, or PID 1 was not stopping)
+  cancelled,      // PrepareForShutdown(false): the system did not go down
+  in_progress,    // this boot's shutdown, still without an end in the log
+};
+
+inline constexpr std::array<std::string_view, 6> kVerdictNames{
+    "clean", "cut short", "no signal", "not forwarded", "cancelled", "in progress"};
+
+static_assert(kVerdictNames.size() == static_cast<std::size_t>(shutdown_verdict::in_progress) + 1,
+              "one name per shutdown_verdict, in the same order");
+
+constexpr std::string_view to_string(shutdown_verdict v) {
+  return kVerdictNames[static_cast<std::size_t>(v)];
+}
+
+}  // namespace shim

@@ -1,0 +1,146 @@
+// shutdown-shim report after a real reboot through the sandbox's logind, run as the next boot
+// would run it: in a mount namespace where /proc/sys/kernel/random/boot_id says another boot (as
+// systemd-nspawn gives a container its own), so the shim under test is the production binary.
+
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "shim_harness.hpp"
+
+namespace shim_it {
+namespace {
+
+// Any id but this machine's: the boot the report runs in.
+constexpr const char* kNextBoot = "11111111-2222-4333-8444-555555555555";
+
+struct report_run {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ShimReport : public ShimTest {
+ protected:
+  // `shutdown-shim report --event-log=LOG ARGS...` in the next boot, with an empty journal
+  // directory (no boot is in it, whatever this machine's journal holds).
+  report_run report_from_next_boot(const shim& s, std::vector<std::string> args) {
+    const auto boot_id = sb().path("next-boot-id");
+    std::ofstream(boot_id) << kNextBoot << '\n';
+    const auto journal = sb().path("empty-journal");
+    std::filesystem::create_directories(journal);
+    const auto out = sb().path(fmt::format("report-{}.out", runs_));
+    const auto err = sb().path(fmt::format("report-{}.err", runs_));
+    ++runs_;
+
+    std::vector<std::string> argv{sb().tools().shim, "report",
+                                  "--event-log=" + s.event_log.string(),
+                                  "--journal-dir=" + journal.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    sandbox::spawn_options options;
+    options.env = sb().child_environment();
+    options.stdout_path = out;
+    options.stderr_path = err;
+    options.private_mounts = {{boot_id, "/proc/sys/kernel/random/boot_id"}};
+    sandbox::child_process report("shutdown-shim-report", argv, options);
+    const auto status = report.wait_for_exit(kEventTimeout);
+    report_run r;
+    if (status) r.exit_code = sandbox::shell_exit_code(*status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    note("report " + fmt::format("{}", fmt::join(args, " ")) + " exit " +
+         std::to_string(r.exit_code) + ":\n" + r.out + r.err);
+    return r;
+  }
+
+  int runs_ = 0;
+};
+
+TEST_F(ShimReport, ACleanRebootIsReportedCleanFromTheNextBoot) {
+  auto api = start_apiserver("kube-apiserver", api_delay("1s"));
+  auto s = start_shim(attach_to(api, "2s", "5s"));
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_shim_lock(true)) << "the shim never took its delay lock";
+  sandbox::http_prober prober(s.port);
+  auto r = reboot_and_observe(api, prober);
+  ASSERT_TRUE(r.start) << "logind never started reboot.target";
+  ASSERT_TRUE(wait_event(s, "InhibitorReleased")) << "the hold never ended";
+
+  const auto table = report_from_next_boot(s, {});
+  EXPECT_EQ(table.exit_code, 0) << table.out << table.err;
+  EXPECT_NE(table.out.find("PrepareForShutdown(true)"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("  clean\n"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("this boot"), std::string::npos) << "the reboot's boot is not this one";
+
+  const auto json = report_from_next_boot(s, {"--json"});
+  EXPECT_EQ(json.exit_code, 0);
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 1) << json.out;
+  for (const char* part :
+       {R"("current_boot":false)", R"j("trigger":"PrepareForShutdown(true) from )j",
+        R"("verdict":"clean")"}) {
+    EXPECT_NE(json.out.find(part), std::string::npos) << part << " not in " << json.out;
+  }
+  // logind's InhibitDelayMaxSec as the shim read it from the sandbox's logind.
+  EXPECT_EQ(json.out.find(R"("inhibit_delay_max_seconds":null)"), std::string::npos) << json.out;
+  // The hold lasted at least the drain.
+  const auto at = json.out.find(R"("hold_seconds":)");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GE(std::stod(json.out.substr(at + 15)), 2.0) << json.out;
+}
+
+TEST_F(ShimReport, AKillMidHoldIsReportedCutShort) {
+  // The apiserver outlives the test's patience and the drain is long: the shim is mid-hold when
+  // it is killed, and logind goes on with the reboot at once, as on a real node.
+  auto api = start_apiserver("kube-apiserver", api_delay("120s"));
+  auto s = start_shim(attach_to(api, "60s", "60s"));
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_shim_lock_of(s)) << "the shim never took its lock";
+  sb().reboot();
+  ASSERT_TRUE(wait_event(s, "SignalForwarded")) << "the shim never signalled";
+  s.process->signal(SIGKILL);
+  ASSERT_TRUE(s.process->wait_for_exit(kEventTimeout)) << "the shim survived SIGKILL";
+
+  const auto table = report_from_next_boot(s, {});
+  EXPECT_EQ(table.exit_code, 1) << table.out << table.err;
+  EXPECT_NE(table.out.find("cut short (cause unknown: no journal for that boot)"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find(fmt::format("the records of the shim (pid {}) stop", s.process->pid())),
+            std::string::npos)
+      << table.out;
+
+  const auto json = report_from_next_boot(s, {"--json"});
+  EXPECT_EQ(json.exit_code, 1);
+  EXPECT_NE(json.out.find(R"("verdict":"cut short","cut_short_cause":"unknown")"),
+            std::string::npos)
+      << json.out;
+}
+
+TEST_F(ShimReport, NoShutdownOnRecordAndUsageErrors) {
+  auto api = start_apiserver("kube-apiserver", api_delay("1s"));
+  auto s = start_shim(attach_to(api, "2s", "5s"));
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_event(s, "Started"));
+  const auto none = report_from_next_boot(s, {});
+  EXPECT_EQ(none.exit_code, 3) << none.out << none.err;
+  EXPECT_EQ(none.out, "");
+  const auto usage = report_from_next_boot(s, {"--boots=zero"});
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_EQ(usage.err, "shutdown-shim: --boots: \"zero\" is not a number from 1 to 10000\n");
+}
+
+}  // namespace
+}  // namespace shim_it

@@ -1,0 +1,211 @@
+// shutdown-shim report: its flags, its table and JSON, and the outcome main() turns into the exit
+// status.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "event_log_builder.hpp"
+#include "log_test_support.hpp"
+#include "shutdown_report.hpp"
+
+namespace shim {
+namespace {
+
+using test::event_log_builder;
+using test::kBootA;
+using test::kBootB;
+using testing::HasSubstr;
+
+constexpr std::string_view kRunningBoot = "ffffffff000000000000000000000000";
+
+report_options parse(std::vector<std::string_view> args) { return parse_report_flags(args); }
+
+std::string usage_error_of(std::vector<std::string_view> args) {
+  try {
+    parse_report_flags(args);
+  } catch (const usage_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class ShutdownReport : public ::testing::Test {
+ protected:
+  test::temp_dir dir;
+  test::temp_dir journal;  // an empty journal directory: no boot is in it
+  const std::string path = dir.path() + "/events.jsonl";
+
+  report run(const std::string& log, bool json = false) {
+    std::ofstream(path) << log;
+    report_options options;
+    options.event_log = path;
+    options.json = json;
+    options.journal_dir = journal.path();
+    return make_report(options, std::string(kRunningBoot));
+  }
+};
+
+TEST(ReportFlags, Defaults) {
+  const auto o = parse({});
+  EXPECT_EQ(o.event_log, "/var/log/shutdown-shim/events.jsonl");
+  EXPECT_EQ(o.boots, 10u);
+  EXPECT_FALSE(o.json);
+  EXPECT_FALSE(o.help);
+  EXPECT_THAT(report_usage_text(), HasSubstr("/var/log/shutdown-shim/events.jsonl"));
+}
+
+TEST(ReportFlags, BothSpellingsOfAValue) {
+  EXPECT_EQ(parse({"--event-log=/tmp/a"}).event_log, "/tmp/a");
+  EXPECT_EQ(parse({"--event-log", "/tmp/b"}).event_log, "/tmp/b");
+  EXPECT_EQ(parse({"--boots=3", "--json"}).boots, 3u);
+  EXPECT_TRUE(parse({"--boots", "3", "--json"}).json);
+  EXPECT_EQ(parse({"--journal-dir=/srv/j"}).journal_dir, "/srv/j");
+  EXPECT_TRUE(parse({"--json", "--help", "--nonsense"}).help);
+}
+
+TEST(ReportFlags, UsageErrorsNameTheFlagOnOneLine) {
+  EXPECT_EQ(usage_error_of({"--boots=0"}), R"(--boots: "0" is not a number from 1 to 10000)");
+  EXPECT_EQ(usage_error_of({"--boots=x"}), R"(--boots: "x" is not a number from 1 to 10000)");
+  EXPECT_EQ(usage_error_of({"--boots=10001"}),
+            R"(--boots: "10001" is not a number from 1 to 10000)");
+  EXPECT_EQ(usage_error_of({"--boots"}), "--boots: missing value");
+  EXPECT_EQ(usage_error_of({"--event-log", "--json"}), "--event-log: missing value");
+  EXPECT_EQ(usage_error_of({"--event-log="}), "--event-log: empty path");
+  EXPECT_EQ(usage_error_of({"--json=1"}), R"(report: unknown argument "--json=1")");
+  EXPECT_EQ(usage_error_of({"--bogus\nflag"}), R"(report: unknown argument "--bogus\nflag")");
+  EXPECT_EQ(usage_error_of({"--boots=1", "--boots=2"}), "--boots: given more than once");
+}
+
+TEST_F(ShutdownReport, CleanTable) {
+  event_log_builder log;
+  log.start(1).clean_shutdown(100, 1.25);
+  const auto r = run(log.text());
+  EXPECT_EQ(r.result, report::outcome::clean);
+  EXPECT_EQ(r.note, "");
+  EXPECT_EQ(
+      r.out,
+      "BOOT      SHUTDOWN AT (UTC)     TRIGGER                   UNREADY>SIGNAL  SIGNAL>EXIT  "
+      "HOLD  LOGIND MAX  VERDICT\n"
+      "aaaaaaaa  2026-11-29 16:01:40Z  PrepareForShutdown(true)  0.0s            1.2s         "
+      "3.0s  90s         clean\n");
+}
+
+TEST_F(ShutdownReport, CleanJson) {
+  event_log_builder log;
+  log.start(1).clean_shutdown(100, 1.25);
+  const auto r = run(log.text(), true);
+  EXPECT_EQ(r.result, report::outcome::clean);
+  EXPECT_EQ(
+      r.out,
+      R"({"boot_id":"aaaaaaaa111111112222222233333333","current_boot":false,)"
+      R"j("wall":"2026-11-29T16:01:40.000000Z","trigger":"PrepareForShutdown(true)",)j"
+      R"("unready_to_signal_seconds":0.002,"signal_to_target_exit_seconds":1.248,)"
+      R"("hold_seconds":3.001,"records_span_seconds":3.001,"inhibit_delay_max_seconds":90.000,)"
+      R"("verdict":"clean",)"
+      R"("detail":"signal forwarded, the drain ran in full, then the lock was released"})"
+      "\n");
+}
+
+TEST_F(ShutdownReport, TheMostRecentShutdownDecides) {
+  event_log_builder log;
+  log.start(1)
+      .add("ShutdownInitiated", 100, "PrepareForShutdown(true)")
+      .add("SignalForwarded", 100.5, "PrepareForShutdown(true)")
+      .boot(kBootB)
+      .start(1)
+      .clean_shutdown(100);
+  EXPECT_EQ(run(log.text()).result, report::outcome::clean);
+
+  log.boot(test::kBootC).start(1).add("ShutdownInitiated", 100, "PrepareForShutdown(true)");
+  const auto r = run(log.text());
+  EXPECT_EQ(r.result, report::outcome::not_clean);
+  EXPECT_THAT(r.out, HasSubstr("cut short (cause unknown: no journal for that boot)"));
+  EXPECT_THAT(r.out, HasSubstr("aaaaaaaa: the records of the shim (pid 100) stop 0.5 s into the "
+                               "hold, before the lock was released\n"));
+  EXPECT_THAT(r.out, HasSubstr(">=0.5s"));
+}
+
+TEST_F(ShutdownReport, CutShortJsonSaysTheCauseIsUnknownWithoutAJournal) {
+  event_log_builder log;
+  log.start(1).add("ShutdownInitiated", 100, "SIGTERM");
+  const auto r = run(log.text(), true);
+  EXPECT_EQ(r.result, report::outcome::not_clean);
+  EXPECT_THAT(r.out, HasSubstr(R"("hold_seconds":null,"records_span_seconds":0.000,)"
+                               R"("inhibit_delay_max_seconds":null,"verdict":"cut short",)"
+                               R"("cut_short_cause":"unknown",)"));
+}
+
+TEST_F(ShutdownReport, EveryVerdictButCleanIsNotClean) {
+  event_log_builder cancelled, not_forwarded, no_signal;
+  cancelled.start(1).add("ShutdownInitiated", 100).add("ShutdownCancelled", 101);
+  not_forwarded.start(1).add("ShutdownInitiated", 100, "SIGTERM").add("InhibitorReleased", 100);
+  no_signal.start(1)
+      .add("ShutdownInitiated", 100)
+      .add("DrainElapsed", 103)
+      .add("InhibitorReleased", 103);
+  for (const auto* log : {&cancelled, &not_forwarded, &no_signal}) {
+    EXPECT_EQ(run(log->text()).result, report::outcome::not_clean) << log->text();
+  }
+  EXPECT_THAT(run(not_forwarded.text()).out, HasSubstr("not forwarded\n"));
+}
+
+TEST_F(ShutdownReport, TheRunningBootIsMarked) {
+  event_log_builder log;
+  log.boot(kRunningBoot).start(1).add("ShutdownInitiated", 100, "SIGTERM");
+  const auto r = run(log.text());
+  EXPECT_EQ(r.result, report::outcome::not_clean);
+  EXPECT_THAT(r.out, HasSubstr("ffffffff*"));
+  EXPECT_THAT(r.out, HasSubstr("in progress\n"));
+  EXPECT_THAT(r.out, HasSubstr("* this boot\n"));
+}
+
+TEST_F(ShutdownReport, NoShutdownOnRecord) {
+  event_log_builder log;
+  log.start(1);
+  const auto r = run(log.text());
+  EXPECT_EQ(r.result, report::outcome::no_shutdown);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.note, "no shutdown on record in " + path);
+}
+
+TEST_F(ShutdownReport, NoEventLog) {
+  report_options options;
+  options.event_log = dir.path() + "/absent.jsonl";
+  const auto r = make_report(options, std::string(kRunningBoot));
+  EXPECT_EQ(r.result, report::outcome::no_shutdown);
+  EXPECT_THAT(r.note, HasSubstr("no event log at"));
+}
+
+TEST_F(ShutdownReport, AnUnreadableLog) {
+  report_options options;
+  options.event_log = dir.path();  // a directory
+  const auto r = make_report(options, std::string(kRunningBoot));
+  EXPECT_EQ(r.result, report::outcome::unreadable);
+  EXPECT_THAT(r.note, HasSubstr("cannot read the event log: " + dir.path()));
+}
+
+TEST_F(ShutdownReport, SkippedLinesAreNoted) {
+  event_log_builder log;
+  log.start(1).clean_shutdown(100).raw("{\"event\":\"Sta");
+  const auto r = run(log.text());
+  EXPECT_EQ(r.result, report::outcome::clean);
+  EXPECT_EQ(r.note,
+            "skipped 1 line(s) of " + path + " that are not event records (torn or not JSON)");
+}
+
+TEST_F(ShutdownReport, ALongTriggerStaysOnOneShortLine) {
+  event_log_builder log;
+  log.start(1)
+      .add("ShutdownInitiated", 100, R"(a cause\nthat spans lines and goes on and on and on)")
+      .add("InhibitorReleased", 100);
+  const auto r = run(log.text());
+  EXPECT_THAT(r.out, HasSubstr("  a cause that spans lines and goes on...  "));
+}
+
+}  // namespace
+}  // namespace shim
