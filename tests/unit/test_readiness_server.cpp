@@ -73,7 +73,8 @@ bool has_line(const std::string& text, std::string_view wanted) {
 std::vector<std::string> expected_verbose_lines(const shim_status& status) {
   std::vector<std::string> lines;
   for (const auto& check : status.checks()) {
-    std::string line = (check.ok ? "[+]" : "[-]") + check.name + (check.ok ? " ok" : " failed");
+    std::string line = std::string(check.ok ? "[+]" : "[-]") + std::string(check.name) +
+                       (check.ok ? " ok" : " failed");
     if (!check.detail.empty()) line += ": " + check.detail;
     lines.push_back(line);
   }
