@@ -40,7 +40,7 @@ std::optional<double> labelled_value(const std::string& body, const std::string&
   return std::stod(body.substr(at + sample.size() + 2));
 }
 
-class ShimUpstream : public ShimTest {
+class ShimChecks : public ShimTest {
  protected:
   // Polls /readyz?verbose until it answers `status`; the first such answer, with the longest
   // time any answer took meanwhile.
@@ -74,7 +74,7 @@ class ShimUpstream : public ShimTest {
 };
 
 // The check starts failed: a node joins only once its apiserver has said ready `rise` times.
-TEST_F(ShimUpstream, UnreadyAtStartUntilRisePasses) {
+TEST_F(ShimChecks, UnreadyAtStartUntilRisePasses) {
   auto api = start_apiserver("kube-apiserver", api_delay("30s"));
   upstream_options u;
   u.interval = "300ms";
@@ -104,7 +104,7 @@ TEST_F(ShimUpstream, UnreadyAtStartUntilRisePasses) {
 // A hang of about two probes is one failure (two if the machine is slow): with fall=3 the node
 // stays in. The probe in flight when the hang starts waits 350 to 550ms, past its 300ms timeout;
 // the next one starts at once and is answered when the hang ends, within its timeout.
-TEST_F(ShimUpstream, AShortHangStaysReady) {
+TEST_F(ShimChecks, AShortHangStaysReady) {
   auto api = start_apiserver("kube-apiserver", api_delay("30s"));
   auto s = start_shim(with_upstream(api, {}));
   ASSERT_FALSE(HasFailure());
@@ -128,7 +128,7 @@ TEST_F(ShimUpstream, AShortHangStaysReady) {
 
 // The apiserver's own /readyz answers 500 once it has a SIGTERM (sent here directly, not by the
 // shim): unready within fall x interval + timeout.
-TEST_F(ShimUpstream, PersistentFailureTurnsUnready) {
+TEST_F(ShimChecks, PersistentFailureTurnsUnready) {
   auto api = start_apiserver("kube-apiserver", api_delay("60s"));
   auto s = start_shim(with_upstream(api, {}));
   ASSERT_FALSE(HasFailure());
@@ -160,7 +160,7 @@ TEST_F(ShimUpstream, PersistentFailureTurnsUnready) {
 
 // A hung apiserver (SIGSTOP): every probe times out; unready within fall x (interval + timeout),
 // while /readyz itself never waits for the upstream.
-TEST_F(ShimUpstream, HangTurnsUnreadyWhileReadyzStaysFast) {
+TEST_F(ShimChecks, HangTurnsUnreadyWhileReadyzStaysFast) {
   auto api = start_apiserver("kube-apiserver", api_delay("30s"));
   auto s = start_shim(with_upstream(api, {}));
   ASSERT_FALSE(HasFailure());
@@ -190,7 +190,7 @@ TEST_F(ShimUpstream, HangTurnsUnreadyWhileReadyzStaysFast) {
 // SIGKILL of kube-apiserver: the pidfd says so at once, long before the upstream could (its
 // interval here is far longer than the bound); a restarted apiserver makes the node ready again
 // once it is found and has passed `rise` probes.
-TEST_F(ShimUpstream, KilledTargetIsUnreadyAtOnceAndARestartBringsItBack) {
+TEST_F(ShimChecks, KilledTargetIsUnreadyAtOnceAndARestartBringsItBack) {
   auto api = start_apiserver("kube-apiserver", api_delay("30s"));
   const auto port = api.port();
   upstream_options u;
@@ -237,7 +237,7 @@ TEST_F(ShimUpstream, KilledTargetIsUnreadyAtOnceAndARestartBringsItBack) {
 // A reboot through the sandbox's real logind with the upstream check on: 503 at once, exactly one
 // SIGTERM, and no probing during the drain (the apiserver's own 500s after its SIGTERM are
 // expected, and counted as nothing).
-TEST_F(ShimUpstream, RebootIsUnreadyAtOnceWithOneSignal) {
+TEST_F(ShimChecks, RebootIsUnreadyAtOnceWithOneSignal) {
   auto api = start_apiserver("kube-apiserver", api_delay("1s"));
   auto s = start_shim(with_upstream(api, {}));
   ASSERT_FALSE(HasFailure());
