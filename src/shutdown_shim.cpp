@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string_view>
@@ -102,6 +103,11 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
 }
 
 shutdown_shim::~shutdown_shim() = default;
+
+// The wrapped command's name, as the target check's lines show it: "kube-apiserver".
+std::string shutdown_shim::child_name() const {
+  return std::filesystem::path(cfg_.target.command.front()).filename().string();
+}
 
 std::string shutdown_shim::target_description() const {
   const auto& t = cfg_.target;
@@ -244,7 +250,7 @@ void shutdown_shim::start_child() {
             {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
   child_->on_exit([this](int code) { on_child_exit(code); });
   status_.target.running = true;
-  status_.target.detail = fmt::format("{} (pid {})", cfg_.target.command.front(), child_->pid());
+  status_.target.detail = fmt::format("{} (pid {})", child_name(), child_->pid());
   events_.record(event_kind::TargetRunning, "child",
                  "the target is running: " + status_.target.detail,
                  {{"target_pid", std::to_string(child_->pid())}});
@@ -542,8 +548,8 @@ void shutdown_shim::signal_child() {
   if (!child_->send_signal(cfg_.signal)) return missed("the child has already exited");
   child_signalled_ = true;
   status_.target.running = false;
-  status_.target.detail = fmt::format("{} (pid {}) had {} at {} ({})", cfg_.target.command.front(),
-                                      child_->pid(), sig, wall_now(), status_.drain_cause);
+  status_.target.detail = fmt::format("{} (pid {}) had {} at {} ({})", child_name(), child_->pid(),
+                                      sig, wall_now(), status_.drain_cause);
   ++status_.signals_forwarded;
   events_.record(event_kind::SignalForwarded, status_.drain_cause, "sent " + sig + " to the child",
                  {{"target_pid", std::to_string(child_->pid())}, {"signal", sig}});
@@ -728,8 +734,8 @@ void shutdown_shim::on_child_exit(int code) {
   // The check fails in this loop iteration; outside a shutdown the sequence then ends the shim
   // with the child's code, as a container's init does.
   status_.target.running = false;
-  status_.target.detail = fmt::format("{} (pid {}) exited, {} at {}", cfg_.target.command.front(),
-                                      child_->pid(), describe_exit_code(code), wall_now());
+  status_.target.detail = fmt::format("{} (pid {}) exited, {} at {}", child_name(), child_->pid(),
+                                      describe_exit_code(code), wall_now());
   if (!child_signalled_) {
     events_.record(
         event_kind::TargetLost, "child", "the target exited: " + status_.target.detail,

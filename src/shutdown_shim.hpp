@@ -116,6 +116,7 @@ class shutdown_shim {
   void ping_watchdog();
   void finish(shim_outcome outcome);
   std::string target_description() const;
+  std::string child_name() const;
 
   boost::asio::io_context& io_;
   const config& cfg_;
