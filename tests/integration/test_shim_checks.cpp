@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -99,6 +100,35 @@ TEST_F(ShimChecks, UnreadyAtStartUntilRisePasses) {
   EXPECT_GE(ms_between(started_us, ready_us), 600.0);
   EXPECT_EQ(s.count_events("UpstreamPassed"), 1u);
   EXPECT_EQ(s.count_events("TargetRunning"), 1u);
+}
+
+// Issue 9, item 7: a file the probe needs that is missing does not stop the shim (on a node being
+// installed it may appear later): the check stays failed with the file and the reason, one
+// WARNING says so, and the file is tried again at every interval.
+TEST_F(ShimChecks, AMissingTokenFileIsWarnedOnceAndTriedAgain) {
+  auto api = start_apiserver("kube-apiserver", api_delay("30s"));
+  const auto token = sb().path("token");
+  auto o = with_upstream(api, {});
+  o.extra_flags.push_back("--upstream-token-file=" + token.string());
+  auto s = start_shim(o, /*wait_ready=*/false);
+  std::this_thread::sleep_for(1s);  // five intervals
+  auto r = wait_shim_answer(s, "/readyz?verbose");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503u) << r->body;
+  const auto line = readyz_check_line(r->body, "upstream");
+  ASSERT_TRUE(line) << r->body;
+  EXPECT_NE(line->find(token.string() + ": No such file or directory"), std::string::npos) << *line;
+  std::size_t warnings = 0;
+  for (const auto& l : sandbox::read_lines(s.log)) {
+    if (l.find("\"level\":\"warning\"") != std::string::npos &&
+        l.find(token.string()) != std::string::npos) {
+      ++warnings;
+    }
+  }
+  EXPECT_EQ(warnings, 1u) << "one WARNING for the missing file, not one per probe";
+
+  std::ofstream(token) << "a-token\n";
+  EXPECT_TRUE(wait_shim_ready(s, kEventTimeout)) << verbose(s);
 }
 
 // A hang of about two probes is one failure (two if the machine is slow): with fall=3 the node
