@@ -146,8 +146,9 @@ void shutdown_shim::start() {
                   {{"record", record_.file().string()}});
     }
   }
-  // Only now: what the record says was signalled never counts as the target.
-  if (attach_target()) look_for_target();
+  // Only now: what the record says was signalled never counts as the target. At once, so that a
+  // target already running counts before the lock is taken and READY=1 is sent (ShimNotify).
+  if (attach_target()) watch_for_target();
   if (cfg_.upstream.enabled()) start_upstream();
 
   if (cfg_.inhibit == inhibit_mode::off) {
