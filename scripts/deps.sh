@@ -2,8 +2,8 @@
 # need, and only those that are missing, because CI and new machines start bare.
 shim_packages=(
   g++ meson ninja-build pkg-config
-  libsystemd-dev libboost-dev libfmt-dev libgtest-dev libgmock-dev
-  dbus systemd util-linux curl python3
+  libsystemd-dev libboost-dev libfmt-dev libssl-dev libgtest-dev libgmock-dev
+  dbus systemd util-linux curl python3 openssl
   haproxy gnuplot-nox python3-yaml
 )
 

@@ -94,6 +94,17 @@ enum class flag_id {
   ensure_inhibit_delay,
   logind_conf_dir,
   state_dir,
+  upstream_readyz,
+  upstream_interval,
+  upstream_timeout,
+  upstream_fall,
+  upstream_rise,
+  upstream_ca_file,
+  upstream_tls_server_name,
+  upstream_insecure_skip_verify,
+  upstream_client_cert,
+  upstream_client_key,
+  upstream_token_file,
   help,
   version,
 };
@@ -107,7 +118,7 @@ struct flag_def {
   std::string_view default_value = {};
 };
 
-constexpr std::array<flag_def, 19> kFlags{{
+constexpr std::array<flag_def, 30> kFlags{{
     {"--listen", flag_id::listen, "HOST:PORT"},
     {"--drain-delay", flag_id::drain_delay, "DURATION"},
     {"--signal-delay", flag_id::signal_delay, "DURATION"},
@@ -124,6 +135,17 @@ constexpr std::array<flag_def, 19> kFlags{{
     {"--ensure-inhibit-delay", flag_id::ensure_inhibit_delay, "try|required", "try"},
     {"--logind-conf-dir", flag_id::logind_conf_dir, "PATH"},
     {"--state-dir", flag_id::state_dir, "PATH"},
+    {"--upstream-readyz", flag_id::upstream_readyz, "URL"},
+    {"--upstream-interval", flag_id::upstream_interval, "DURATION"},
+    {"--upstream-timeout", flag_id::upstream_timeout, "DURATION"},
+    {"--upstream-fall", flag_id::upstream_fall, "N"},
+    {"--upstream-rise", flag_id::upstream_rise, "N"},
+    {"--upstream-ca-file", flag_id::upstream_ca_file, "PATH"},
+    {"--upstream-tls-server-name", flag_id::upstream_tls_server_name, "NAME"},
+    {"--upstream-insecure-skip-verify", flag_id::upstream_insecure_skip_verify, ""},
+    {"--upstream-client-cert", flag_id::upstream_client_cert, "PATH"},
+    {"--upstream-client-key", flag_id::upstream_client_key, "PATH"},
+    {"--upstream-token-file", flag_id::upstream_token_file, "PATH"},
     {"--help", flag_id::help, ""},
     {"-h", flag_id::help, ""},
     {"--version", flag_id::version, ""},
@@ -162,6 +184,66 @@ std::chrono::nanoseconds duration_flag(std::string_view flag, std::string_view v
     }
     bad_value(flag,
               fmt::format("{} is not a duration (want e.g. 70s, 1m30s, 250ms)", quoted(value)));
+  }
+}
+
+// A probe interval or timeout: 0 would probe without pause, or fail every probe.
+std::chrono::nanoseconds positive_duration_flag(std::string_view flag, std::string_view value) {
+  const auto d = duration_flag(flag, value);
+  if (d.count() == 0) bad_value(flag, fmt::format("{} is zero; want more than 0", quoted(value)));
+  return d;
+}
+
+// --upstream-fall and --upstream-rise: how many probes in a row. More than a thousand at the
+// default interval is a quarter of an hour of a dead apiserver kept in the load balancer: a typo.
+constexpr unsigned kMaxProbeCount = 1000;
+unsigned count_flag(std::string_view flag, std::string_view value) {
+  unsigned n = 0;
+  if (!all_digits(value) ||
+      std::from_chars(value.data(), value.data() + value.size(), n).ec != std::errc() || n == 0 ||
+      n > kMaxProbeCount) {
+    bad_value(flag, fmt::format("{} is not a count from 1 to {}", quoted(value), kMaxProbeCount));
+  }
+  return n;
+}
+
+std::string path_flag(std::string_view flag, std::string_view value) {
+  if (value.empty()) bad_value(flag, "empty path");
+  return std::string(value);
+}
+
+// What the --upstream-* flags need of each other. The files themselves are not read here: on a
+// node being installed they may appear later (the check stays failed until then).
+void check_upstream_flags(const upstream_settings& upstream, const std::set<flag_id>& seen) {
+  if (!upstream.enabled()) {
+    for (const auto& def : kFlags) {
+      if (def.id != flag_id::upstream_readyz && def.name.starts_with("--upstream-") &&
+          seen.count(def.id)) {
+        throw usage_error(fmt::format("{} needs --upstream-readyz", def.name));
+      }
+    }
+    return;
+  }
+  if (upstream.client_cert.empty() != upstream.client_key.empty()) {
+    throw usage_error(upstream.client_cert.empty()
+                          ? "--upstream-client-key needs --upstream-client-cert"
+                          : "--upstream-client-cert needs --upstream-client-key");
+  }
+  if (!upstream.url.tls) {
+    for (auto id : {flag_id::upstream_ca_file, flag_id::upstream_tls_server_name,
+                    flag_id::upstream_insecure_skip_verify, flag_id::upstream_client_cert,
+                    flag_id::upstream_client_key}) {
+      if (!seen.count(id)) continue;
+      const auto def = std::find_if(kFlags.begin(), kFlags.end(),
+                                    [id](const flag_def& d) { return d.id == id; });
+      throw usage_error(fmt::format("{} applies only to an https:// --upstream-readyz", def->name));
+    }
+  }
+  if (upstream.insecure_skip_verify &&
+      (seen.count(flag_id::upstream_ca_file) || seen.count(flag_id::upstream_tls_server_name))) {
+    throw usage_error(
+        "--upstream-insecure-skip-verify and --upstream-ca-file or --upstream-tls-server-name are "
+        "mutually exclusive: verify, or do not");
   }
 }
 
@@ -542,6 +624,13 @@ config parse_flags(std::span<const std::string_view> args) {
 
     if (def->value_name.empty()) {
       if (has_value) throw usage_error(fmt::format("{} takes no value", name));
+      if (def->id == flag_id::upstream_insecure_skip_verify) {
+        if (!seen.insert(def->id).second) {
+          throw usage_error(fmt::format("{}: given more than once", name));
+        }
+        cfg.upstream.insecure_skip_verify = true;
+        continue;
+      }
       cfg.what = def->id == flag_id::help ? config::action::help : config::action::version;
       return cfg;
     }
@@ -652,6 +741,41 @@ config parse_flags(std::span<const std::string_view> args) {
         }
         cfg.state_dir = value;
         break;
+      case flag_id::upstream_readyz: {
+        auto url = parse_upstream_url(value);
+        if (!url) bad_value(name, fmt::format("{}: {}", quoted(value), url.error()));
+        cfg.upstream.url = url.value();
+        break;
+      }
+      case flag_id::upstream_interval:
+        cfg.upstream.interval = positive_duration_flag(name, value);
+        break;
+      case flag_id::upstream_timeout:
+        cfg.upstream.timeout = positive_duration_flag(name, value);
+        break;
+      case flag_id::upstream_fall:
+        cfg.upstream.fall = count_flag(name, value);
+        break;
+      case flag_id::upstream_rise:
+        cfg.upstream.rise = count_flag(name, value);
+        break;
+      case flag_id::upstream_ca_file:
+        cfg.upstream.ca_file = path_flag(name, value);
+        break;
+      case flag_id::upstream_tls_server_name:
+        if (value.empty()) bad_value(name, "empty name");
+        cfg.upstream.server_name = value;
+        break;
+      case flag_id::upstream_client_cert:
+        cfg.upstream.client_cert = path_flag(name, value);
+        break;
+      case flag_id::upstream_client_key:
+        cfg.upstream.client_key = path_flag(name, value);
+        break;
+      case flag_id::upstream_token_file:
+        cfg.upstream.token_file = path_flag(name, value);
+        break;
+      case flag_id::upstream_insecure_skip_verify:
       case flag_id::help:
       case flag_id::version:
         break;  // handled above
@@ -664,6 +788,7 @@ config parse_flags(std::span<const std::string_view> args) {
     throw usage_error(
         "--ensure-inhibit-delay needs logind on the system bus, which --inhibit=off never uses");
   }
+  check_upstream_flags(cfg.upstream, seen);
   // Failing would leave the command running without its shim.
   if (cfg.ensure_inhibit_delay == ensure_mode::required && cfg.target.wrapper()) {
     throw usage_error(
@@ -709,6 +834,17 @@ std::string usage_text() {
       "  --logind-conf-dir=PATH       where that drop-in goes (default {})\n"
       "  --state-dir=PATH             what was signalled, for a restart mid-hold (default\n"
       "                               $RUNTIME_DIRECTORY, else {})\n"
+      "  --upstream-readyz=URL        also require kube-apiserver's own /readyz, e.g.\n"
+      "                               https://localhost:6443/readyz (default: not checked)\n"
+      "  --upstream-interval=DURATION time between probe starts (default {})\n"
+      "  --upstream-timeout=DURATION  a probe's limit: connect, TLS and answer (default {})\n"
+      "  --upstream-fall=N            failures in a row that fail the check (default {})\n"
+      "  --upstream-rise=N            passes in a row that pass it again (default {})\n"
+      "  --upstream-ca-file=PATH      verify the server against this CA (default: system's)\n"
+      "  --upstream-tls-server-name=NAME  verify this name instead of the URL's host\n"
+      "  --upstream-insecure-skip-verify  do not verify the server's certificate (WARNING)\n"
+      "  --upstream-client-cert=PATH  client certificate (mTLS), with --upstream-client-key=PATH\n"
+      "  --upstream-token-file=PATH   send Authorization: Bearer with this file's token\n"
       "  -h, --help                   show this help and exit\n"
       "  --version                    show the version and exit\n"
       "\n"
@@ -716,7 +852,8 @@ std::string usage_text() {
       "Flags take --flag=value or --flag value.\n",
       listen_default, format_duration(d.drain_delay), format_duration(d.signal_delay),
       format_duration(d.exit_timeout), signal_name(d.signal).substr(3), d.logind_conf_dir,
-      kDefaultStateDir, format_duration(kMaxFlagDuration));
+      kDefaultStateDir, format_duration(d.upstream.interval), format_duration(d.upstream.timeout),
+      d.upstream.fall, d.upstream.rise, format_duration(kMaxFlagDuration));
 }
 
 }  // namespace shim

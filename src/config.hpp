@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "upstream_settings.hpp"
+
 namespace shim {
 
 enum class inhibit_mode { automatic, required, off };
@@ -64,6 +66,9 @@ struct config {
   // Where the record of signalled processes is kept (see signal_record.hpp); empty: systemd's
   // $RUNTIME_DIRECTORY, else kDefaultStateDir.
   std::string state_dir;
+  // --upstream-*: kube-apiserver's own /readyz as a readiness check; off without
+  // --upstream-readyz.
+  upstream_settings upstream;
 };
 
 inline constexpr std::string_view kDefaultStateDir = "/run/shutdown-shim";

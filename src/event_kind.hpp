@@ -24,6 +24,10 @@ enum class event_kind {
   InhibitDelayEnsured,  // --ensure-inhibit-delay wrote its drop-in and logind took the value
   ShutdownResumed,      // a restarted shim holds on for a shutdown an earlier run signalled for
   EventLogReopened,     // SIGHUP (logrotate): the event log was opened again at its path
+  TargetLost,           // the target exited outside a shutdown (or before its signal)
+  TargetRunning,        // a target was found (at start, or again after TargetLost or a cancel)
+  UpstreamFailed,       // the upstream check turned failed (--upstream-fall failures in a row)
+  UpstreamPassed,       // the upstream check turned passed (--upstream-rise passes in a row)
 };
 
 // Each event's name and the level it is logged at, in event_kind's order.
@@ -32,7 +36,7 @@ struct event_info {
   log_level level;
 };
 
-inline constexpr std::array<event_info, 13> kEvents{{
+inline constexpr std::array<event_info, 17> kEvents{{
     {"Started", log_level::info},
     {"InhibitorTaken", log_level::info},
     {"ShutdownInitiated", log_level::notice},
@@ -46,9 +50,13 @@ inline constexpr std::array<event_info, 13> kEvents{{
     {"InhibitDelayEnsured", log_level::notice},  // a change to the machine's configuration
     {"ShutdownResumed", log_level::notice},      // a shutdown another run of the shim signalled for
     {"EventLogReopened", log_level::info},
+    {"TargetLost", log_level::warning},  // the node leaves the load balancer
+    {"TargetRunning", log_level::info},
+    {"UpstreamFailed", log_level::warning},  // the node leaves the load balancer
+    {"UpstreamPassed", log_level::info},
 }};
 
-static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::EventLogReopened) + 1,
+static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::UpstreamPassed) + 1,
               "one entry per event_kind, in the same order");
 
 constexpr std::string_view to_string(event_kind kind) {

@@ -33,22 +33,39 @@ constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
-// "?verbose", "?verbose=1", "?verbose=true" (any case); every other parameter is ignored.
-bool verbose_requested(std::string_view target) {
+// What a /readyz query asks for: ?verbose ("?verbose", "?verbose=1", "?verbose=true", any case)
+// and ?exclude=NAME, repeatable, as kube-apiserver's healthz takes them
+// (k8s.io/apiserver/pkg/server/healthz/healthz.go, getExcludedChecks and handleRootHealth): an
+// excluded check is shown as "[+]NAME excluded: ok" and does not count; a name that matches no
+// check is ignored, and the body says so in a "warn:" line. Every other parameter is ignored. The
+// request is bounded (kMaxRequestBytes), and so is the list.
+struct readyz_query {
+  bool verbose = false;
+  std::vector<std::string_view> excluded;
+};
+
+readyz_query parse_readyz_query(std::string_view target) {
+  readyz_query out;
   const auto question = target.find('?');
-  if (question == std::string_view::npos) return false;
+  if (question == std::string_view::npos) return out;
   std::string_view query = target.substr(question + 1);
   while (!query.empty()) {
     const auto amp = query.find('&');
     const std::string_view param = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     const auto eq = param.find('=');
-    if (param.substr(0, eq) != "verbose") continue;
-    if (eq == std::string_view::npos) return true;
-    const std::string_view value = param.substr(eq + 1);
-    if (value.empty() || value == "1" || beast::iequals(value, "true")) return true;
+    const std::string_view key = param.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
+    if (key == "exclude") {
+      if (std::find(out.excluded.begin(), out.excluded.end(), value) == out.excluded.end()) {
+        out.excluded.push_back(value);
+      }
+    } else if (key == "verbose") {
+      if (value.empty() || value == "1" || beast::iequals(value, "true")) out.verbose = true;
+    }
   }
-  return false;
+  return out;
 }
 
 // What route() decides; to_response() makes it an http_response, append_answer() the same bytes
@@ -102,21 +119,37 @@ void append_answer(std::string& out, const http_request& request, const answer& 
   if (request.method() != http::verb::head) out += a.body;
 }
 
-std::string readyz_body(const shim_status& status, bool ready, bool verbose) {
-  if (ready && !verbose) return "ok";
+// The kube format, from the same table as the status code: "[+]name ok", "[-]name failed: ...",
+// "[+]name excluded: ok", then "readyz check passed" or "readyz check failed".
+std::string readyz_body(const shim_status& status, bool ready, const readyz_query& query) {
+  if (ready && !query.verbose) return "ok";
   std::string body;
+  std::vector<std::string_view> unmatched = query.excluded;
   for (const auto& check : status.checks()) {
+    if (auto it = std::find(unmatched.begin(), unmatched.end(), check.name);
+        it != unmatched.end()) {
+      unmatched.erase(it);
+      body += fmt::format("[+]{} excluded: ok\n", check.name);
+      continue;
+    }
     if (check.ok) {
       body += fmt::format("[+]{} ok", check.name);
       // Passing checks can carry news too, such as the logind delay warning.
-      if (verbose && !check.detail.empty()) body += fmt::format(": {}", check.detail);
-    } else if (!verbose) {
+      if (query.verbose && !check.detail.empty()) body += fmt::format(": {}", check.detail);
+    } else if (!query.verbose) {
       // Like kube: the plain form only says which check failed.
       body += fmt::format("[-]{} failed: reason withheld", check.name);
     } else if (check.detail.empty()) {
       body += fmt::format("[-]{} failed", check.name);
     } else {
       body += fmt::format("[-]{} failed: {}", check.name, check.detail);
+    }
+    body += '\n';
+  }
+  if (!unmatched.empty()) {
+    body += "warn: some health checks cannot be excluded: no matches for ";
+    for (std::size_t i = 0; i < unmatched.size(); ++i) {
+      body += fmt::format("{}{:?}", i == 0 ? "" : ",", unmatched[i]);
     }
     body += '\n';
   }
@@ -138,10 +171,12 @@ answer route(const shim_status& status, const http_request_counts& counts,
   }
   if (metrics) return {http::status::ok, render_metrics(status, counts), kPrometheusText};
   if (readyz) {
-    // No caching: every probe reads the status as it is now.
-    const bool ready = status.ready();
+    // No caching: every probe reads the status as it is now, and never waits for anything (the
+    // upstream check is the last probe's outcome).
+    const readyz_query query = parse_readyz_query(target);
+    const bool ready = status.ready(query.excluded);
     return {ready ? http::status::ok : http::status::service_unavailable,
-            readyz_body(status, ready, verbose_requested(target))};
+            readyz_body(status, ready, query)};
   }
   // Liveness only says the event loop turns, which it does while it answers this.
   return {http::status::ok, "ok"};
@@ -162,6 +197,40 @@ void append_metric(std::string& out, std::string_view name, std::string_view typ
                    std::string_view help, double value) {
   fmt::format_to(std::back_inserter(out), "# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help,
                  type, value);
+}
+
+void append_upstream_metrics(std::string& out, const upstream_status& upstream) {
+  constexpr std::string_view kDuration = "shutdown_shim_upstream_probe_duration_seconds";
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP {0} How long each probe of the upstream /readyz took, to its answer, its "
+                 "failure or its timeout.\n# TYPE {0} histogram\n",
+                 kDuration);
+  const auto& bounds = upstream.bucket_bounds();
+  const auto cumulative = upstream.cumulative_buckets();
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    fmt::format_to(std::back_inserter(out), "{}_bucket{{le=\"{}\"}} {}\n", kDuration, bounds[i],
+                   cumulative[i]);
+  }
+  fmt::format_to(std::back_inserter(out),
+                 "{0}_bucket{{le=\"+Inf\"}} {1}\n{0}_sum {2}\n{0}_count {1}\n", kDuration,
+                 upstream.probes(), upstream.duration_sum_seconds());
+  out +=
+      "# HELP shutdown_shim_upstream_probe_failures_total Failed probes of the upstream /readyz, "
+      "by reason.\n"
+      "# TYPE shutdown_shim_upstream_probe_failures_total counter\n";
+  for (const auto& [reason, count] : upstream.failures()) {
+    fmt::format_to(std::back_inserter(out),
+                   "shutdown_shim_upstream_probe_failures_total{{reason=\"{}\"}} {}\n", reason,
+                   count);
+  }
+  append_metric(out, "shutdown_shim_upstream_consecutive_failures", "gauge",
+                "Failed probes of the upstream /readyz in a row (--upstream-fall turns the check "
+                "failed).",
+                upstream.health().consecutive_failures());
+  append_metric(out, "shutdown_shim_upstream_consecutive_passes", "gauge",
+                "Passed probes of the upstream /readyz in a row (--upstream-rise turns the check "
+                "passed).",
+                upstream.health().consecutive_passes());
 }
 
 double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
@@ -208,8 +277,19 @@ void append_refusal(http_request_counts& counts, http::status code, std::string&
 
 std::string render_metrics(const shim_status& status, const http_request_counts& counts) {
   std::string out;
+  // The readiness table once: the ready gauge and each check's gauge are the same rows.
+  const auto checks = status.checks();
+  const bool ready = std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.ok; });
   append_metric(out, "shutdown_shim_ready", "gauge", "Whether /readyz answers 200 (1) or 503 (0).",
-                status.ready() ? 1 : 0);
+                ready ? 1 : 0);
+  out +=
+      "# HELP shutdown_shim_check Whether each readiness check passes (1) or fails (0), as "
+      "/readyz?verbose lists them.\n"
+      "# TYPE shutdown_shim_check gauge\n";
+  for (const auto& check : checks) {
+    fmt::format_to(std::back_inserter(out), "shutdown_shim_check{{name=\"{}\"}} {}\n", check.name,
+                   check.ok ? 1 : 0);
+  }
   append_metric(out, "shutdown_shim_draining", "gauge",
                 "Whether a shutdown has started and the node is being drained.",
                 status.draining ? 1 : 0);
@@ -254,6 +334,7 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
     fmt::format_to(std::back_inserter(out), "shutdown_shim_http_requests_total{{code=\"{}\"}} {}\n",
                    code, count);
   }
+  if (status.upstream) append_upstream_metrics(out, *status.upstream);
 #ifdef SHUTDOWN_SHIM_VERSION
   out +=
       "# HELP shutdown_shim_build_info The shim's version.\n"

@@ -2,16 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+
 #include "config.hpp"
 #include "event_log.hpp"
 #include "logind_config.hpp"
 
 namespace shim {
-
-bool shim_status::ready() const {
-  if (!listener_bound || draining || waiting_for_target) return false;
-  return inhibitor != inhibitor_state::pending;
-}
 
 bool shim_status::logind_delay_too_short() const {
   return logind_delay_max_usec && inhibit_delay_too_short(*logind_delay_max_usec, hold_needed);
@@ -26,68 +24,122 @@ std::optional<std::string> shim_status::logind_delay_warning() const {
       describe_usec(*logind_delay_max_usec), format_duration(hold_needed));
 }
 
+namespace {
+
+// One row of the readiness table. `applies`: whether the check exists now (the upstream check only
+// with --upstream-readyz, the logind delay check only when there is something to say); `ok` is
+// cheap, for every /readyz; `detail` is computed only when a line is shown.
+struct check_def {
+  std::string_view name;
+  bool (*applies)(const shim_status&);
+  bool (*ok)(const shim_status&);
+  std::string (*detail)(const shim_status&);
+};
+
+bool always(const shim_status&) { return true; }
+
+std::string inhibitor_detail(const shim_status& s) {
+  using state = shim_status::inhibitor_state;
+  switch (s.inhibitor) {
+    case state::disabled:
+      return "disabled (--inhibit=off)";
+    case state::pending:
+      return "taking the logind delay lock";
+    case state::held:
+      return {};
+    case state::retrying:
+      return "not held, retrying: " + s.inhibitor_detail;
+    case state::released:
+      return "released at the end of the shutdown hold";
+  }
+  return {};
+}
+
+std::string logind_delay_detail(const shim_status& s) {
+  if (auto warning = s.logind_delay_warning()) {
+    std::string detail = "warning: " + *warning;
+    if (!s.logind_delay_ensure.empty()) detail += "; " + s.logind_delay_ensure;
+    return detail;
+  }
+  return s.logind_delay_ensure;
+}
+
+// In the order /readyz?verbose lists them.
+constexpr std::array<check_def, 6> kChecks{{
+    {"listener", always, [](const shim_status& s) { return s.listener_bound; },
+     [](const shim_status& s) { return std::string(s.listener_bound ? "" : "not bound yet"); }},
+    // Fails only until the first attempt has finished: a lock that cannot be taken (auto mode) or
+    // is briefly lost with the bus is a transient fault, reported but not turned into
+    // unreadiness. A shutdown is.
+    {"inhibitor", always,
+     [](const shim_status& s) { return s.inhibitor != shim_status::inhibitor_state::pending; },
+     inhibitor_detail},
+    // Informational: a configuration warning, never a readiness failure.
+    {"logind-inhibit-delay",
+     [](const shim_status& s) {
+       return s.logind_delay_too_short() || !s.logind_delay_ensure.empty();
+     },
+     always, logind_delay_detail},
+    {"shutdown", always, [](const shim_status& s) { return !s.draining; },
+     [](const shim_status& s) {
+       if (!s.draining) return std::string();
+       const std::string since = s.draining_since ? format_wall_time(*s.draining_since) : "now";
+       return fmt::format("draining since {} ({})", since, s.drain_cause);
+     }},
+    {"target", [](const shim_status& s) { return s.target.configured || s.waiting_for_target; },
+     [](const shim_status& s) { return s.target.running && !s.waiting_for_target; },
+     [](const shim_status& s) {
+       if (!s.waiting_for_target) return s.target.detail;
+       return std::string(
+           "shutdown cancelled after the signal; waiting for a target that did not "
+           "have it");
+     }},
+    {"upstream", [](const shim_status& s) { return s.upstream.has_value(); },
+     [](const shim_status& s) { return s.upstream->passed(); },
+     [](const shim_status& s) { return s.upstream->detail(); }},
+}};
+
+}  // namespace
+
+bool shim_status::ready(std::span<const std::string_view> excluded) const {
+  for (const auto& def : kChecks) {
+    if (!def.applies(*this) || def.ok(*this)) continue;
+    if (std::find(excluded.begin(), excluded.end(), def.name) == excluded.end()) return false;
+  }
+  return true;
+}
+
 std::vector<shim_status::check> shim_status::checks() const {
   std::vector<check> out;
-  out.push_back({"listener", listener_bound, listener_bound ? "" : "not bound yet"});
-
-  switch (inhibitor) {
-    case inhibitor_state::disabled:
-      out.push_back({"inhibitor", true, "disabled (--inhibit=off)"});
-      break;
-    case inhibitor_state::pending:
-      out.push_back({"inhibitor", false, "taking the logind delay lock"});
-      break;
-    case inhibitor_state::held:
-      out.push_back({"inhibitor", true, ""});
-      break;
-    case inhibitor_state::retrying:
-      // Transient: reported here and in the log, but readiness does not depend on it.
-      out.push_back({"inhibitor", true, "not held, retrying: " + inhibitor_detail});
-      break;
-    case inhibitor_state::released:
-      out.push_back({"inhibitor", true, "released at the end of the shutdown hold"});
-      break;
-  }
-
-  if (auto warning = logind_delay_warning()) {
-    std::string detail = "warning: " + *warning;
-    if (!logind_delay_ensure.empty()) detail += "; " + logind_delay_ensure;
-    out.push_back({"logind-inhibit-delay", true, detail});
-  } else if (!logind_delay_ensure.empty()) {
-    out.push_back({"logind-inhibit-delay", true, logind_delay_ensure});
-  }
-
-  if (draining) {
-    std::string since = draining_since ? format_wall_time(*draining_since) : "now";
-    out.push_back({"shutdown", false, fmt::format("draining since {} ({})", since, drain_cause)});
-  } else {
-    out.push_back({"shutdown", true, ""});
-  }
-  if (waiting_for_target) {
-    out.push_back({"target", false, "shutdown cancelled after the signal; waiting for the target"});
+  for (const auto& def : kChecks) {
+    if (def.applies(*this)) out.push_back({def.name, def.ok(*this), def.detail(*this)});
   }
   return out;
 }
 
 std::string status_line(const shim_status& status) {
   using state = shim_status::inhibitor_state;
+  const auto checks = status.checks();
+  const bool ready = std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.ok; });
   std::string text;
   if (status.draining) {
+    // The shutdown check, in the words of the hold.
     text = status.inhibitor == state::released ? "hold over, unready: " + status.drain_cause
                                                : "draining, reboot on hold: " + status.drain_cause;
-  } else if (status.waiting_for_target) {
-    text = "shutdown cancelled; waiting for the target to run again";
-  } else if (status.ready()) {
-    if (status.inhibitor == state::held) {
-      text = "ready; holding a logind delay lock";
-    } else {
-      text = "ready; no logind lock (" +
-             (status.inhibitor_detail.empty() ? std::string("--inhibit=off")
-                                              : status.inhibitor_detail) +
-             ")";
-    }
+  } else if (ready) {
+    text = status.inhibitor == state::held
+               ? "ready; holding a logind delay lock"
+               : "ready; no logind lock (" +
+                     (status.inhibitor_detail.empty() ? std::string("--inhibit=off")
+                                                      : status.inhibitor_detail) +
+                     ")";
   } else {
-    text = "starting";
+    text = "unready";
+  }
+  for (const auto& c : checks) {
+    if (c.ok || c.name == "shutdown") continue;
+    text += fmt::format("; {} failed", c.name);
+    if (!c.detail.empty()) text += ": " + c.detail;
   }
   if (status.logind_delay_too_short()) text += "; WARNING: logind InhibitDelayMaxSec too short";
   return text;

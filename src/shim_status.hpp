@@ -3,8 +3,12 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "upstream_status.hpp"
 
 namespace shim {
 
@@ -34,6 +38,17 @@ struct shim_status {
   // After a cancelled shutdown whose signal was already sent: unready until a target runs again.
   bool waiting_for_target = false;
 
+  // The target check, when a target is configured (a wrapped child or a --target-* flag).
+  struct target_state {
+    bool configured = false;
+    bool running = false;  // a target runs that has not had the shutdown's signal
+    std::string detail;    // what runs ("pid 812"), or why none counts
+  };
+  target_state target;
+
+  // The upstream check: only with --upstream-readyz.
+  std::optional<upstream_status> upstream;
+
   std::chrono::nanoseconds drain_delay{0};
   std::chrono::nanoseconds hold_needed{0};  // drain-delay + exit-timeout
   std::optional<std::uint64_t> logind_delay_max_usec;
@@ -46,25 +61,26 @@ struct shim_status {
   const logger* log = nullptr;
   const event_recorder* events = nullptr;
 
-  // The inhibitor check fails only until the first attempt has finished: a lock that cannot be
-  // taken (auto mode) or is briefly lost with the bus is a transient fault, reported but not turned
-  // into unreadiness. A shutdown is.
-  bool ready() const;
+  // Readiness is one table of named checks (shim_status.cpp), the one source of /readyz,
+  // /readyz?verbose, /metrics and STATUS=: ready when every check passes, except those named in
+  // `excluded` (kube's ?exclude=NAME; names of no check are ignored).
+  bool ready(std::span<const std::string_view> excluded = {}) const;
 
   // logind would end the hold before the shim does.
   bool logind_delay_too_short() const;
   std::optional<std::string> logind_delay_warning() const;
 
   struct check {
-    std::string name;
+    std::string_view name;
     bool ok;
     std::string detail;  // empty when ok and nothing to add
   };
-  // kube-style checks for /readyz?verbose, in a stable order.
+  // The table's checks that apply now, in a stable order, with their details.
   std::vector<check> checks() const;
 };
 
-// The one line sent as sd_notify STATUS=, as systemctl status shows it.
+// The one line sent as sd_notify STATUS=, as systemctl status shows it, rendered from checks():
+// "ready; ..." exactly when ready(), else the drain or "unready", then each failed check.
 std::string status_line(const shim_status& status);
 
 }  // namespace shim

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <string_view>
 #include <vector>
@@ -54,6 +56,23 @@ std::vector<int> passed_on_signals() {
 // such as kube-apiserver crash on SIGSYS), only logged.
 constexpr int kOwnSignals[] = {SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
 
+// A process's name for the target check's lines ("kube-apiserver"); empty when it is gone.
+std::string process_name(pid_t pid) {
+  std::string name;
+  std::getline(std::ifstream(fmt::format("/proc/{}/comm", pid)), name);
+  return name;
+}
+
+// A wrapped child's exit code (the shell convention: 128 + signal when killed) in words.
+std::string describe_exit_code(int code) {
+  if (code > 128 && code - 128 < NSIG) {
+    return fmt::format("killed by {} (exit code {})", signal_name(code - 128), code);
+  }
+  return fmt::format("exit code {}", code);
+}
+
+std::string wall_now() { return format_wall_time(std::chrono::system_clock::now()); }
+
 }  // namespace
 
 shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& log,
@@ -78,9 +97,17 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
   status_.log = &log;
   status_.events = &events;
   if (cfg.inhibit == inhibit_mode::off) status_.inhibitor = shim_status::inhibitor_state::disabled;
+  status_.target.configured = cfg.target.any();
+  status_.target.detail = cfg.target.wrapper() ? "the command has not been started yet"
+                                               : "not found yet: " + target_description();
 }
 
 shutdown_shim::~shutdown_shim() = default;
+
+// The wrapped command's name, as the target check's lines show it: "kube-apiserver".
+std::string shutdown_shim::child_name() const {
+  return std::filesystem::path(cfg_.target.command.front()).filename().string();
+}
 
 std::string shutdown_shim::target_description() const {
   const auto& t = cfg_.target;
@@ -105,7 +132,8 @@ void shutdown_shim::start() {
                   {"signal", signal_name(cfg_.signal)},
                   {"drain_delay", format_duration(cfg_.drain_delay)},
                   {"signal_delay", format_duration(cfg_.signal_delay)},
-                  {"exit_timeout", format_duration(cfg_.exit_timeout)}});
+                  {"exit_timeout", format_duration(cfg_.exit_timeout)},
+                  {"upstream", cfg_.upstream.enabled() ? cfg_.upstream.url.text() : "none"}});
 
   if (auto loaded = record_.load(); !loaded) {
     log_.warning("ignoring the record of signalled processes; a restart mid-hold may signal again",
@@ -118,6 +146,10 @@ void shutdown_shim::start() {
                   {{"record", record_.file().string()}});
     }
   }
+  // Only now: what the record says was signalled never counts as the target. At once, so that a
+  // target already running counts before the lock is taken and READY=1 is sent (ShimNotify).
+  if (attach_target()) watch_for_target();
+  if (cfg_.upstream.enabled()) start_upstream();
 
   if (cfg_.inhibit == inhibit_mode::off) {
     start_child();
@@ -218,6 +250,12 @@ void shutdown_shim::start_child() {
   log_.info("started the command",
             {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
   child_->on_exit([this](int code) { on_child_exit(code); });
+  status_.target.running = true;
+  status_.target.detail = fmt::format("{} (pid {})", child_name(), child_->pid());
+  events_.record(event_kind::TargetRunning, "child",
+                 "the target is running: " + status_.target.detail,
+                 {{"target_pid", std::to_string(child_->pid())}});
+  notify_status();
 }
 
 void shutdown_shim::install_signal_handlers() {
@@ -399,6 +437,15 @@ void shutdown_shim::carry_out(const seq::action& a) {
       events_.record(a.event.value_or(event_kind::ShutdownInitiated), a.cause, a.message, fields,
                      a.at);
       if (a.event != event_kind::ShutdownResumed) remember_shutdown(a);
+      // A shutdown wins at once, whatever the upstream says, and probing stops for the drain:
+      // kube-apiserver turns its own /readyz to 500 once it has the signal, so probes would only
+      // count expected failures, load a server that is draining, and fill the log. After a cancel
+      // probing starts again from failed (settled()), so the node rejoins the load balancer only
+      // after --upstream-rise passes, whatever the apiserver went through meanwhile.
+      if (upstream_) {
+        upstream_->stop();
+        status_.upstream->pause();
+      }
       break;
     }
     case kind::become_ready:
@@ -414,8 +461,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
       forward_signal();
       break;
     case kind::watch_target:
-      target_backoff_.reset();
-      watch_for_target();
+      look_for_target();
       break;
     case kind::arm_timer:
       hold_timer_.expires_at(a.at);
@@ -459,6 +505,12 @@ void shutdown_shim::settled() {
   if (!status_.draining) {
     status_.draining_since.reset();
     status_.drain_cause.clear();
+    // A cancelled shutdown: what stopped for the drain starts again.
+    if (!target_searching_ && looking_for_target()) look_for_target();
+    if (upstream_ && status_.upstream->paused()) {
+      status_.upstream->restart();
+      upstream_->start();
+    }
   }
   notify_status();
 }
@@ -501,6 +553,9 @@ void shutdown_shim::signal_child() {
   }
   if (!child_->send_signal(cfg_.signal)) return missed("the child has already exited");
   child_signalled_ = true;
+  status_.target.running = false;
+  status_.target.detail = fmt::format("{} (pid {}) had {} at {} ({})", child_name(), child_->pid(),
+                                      sig, wall_now(), status_.drain_cause);
   ++status_.signals_forwarded;
   events_.record(event_kind::SignalForwarded, status_.drain_cause, "sent " + sig + " to the child",
                  {{"target_pid", std::to_string(child_->pid())}, {"signal", sig}});
@@ -538,6 +593,7 @@ void shutdown_shim::signal_attached() {
                  {{"pid", std::to_string(pid)}, {"error", e.what()}});
     }
   }
+  if (sent > 0) target_signalled();
   if (sent == 0 && signalled_.empty()) {
     const std::string why =
         found.pids.empty() ? found.reason : "every target had exited before the signal";
@@ -559,20 +615,121 @@ void shutdown_shim::watch_attached(process_handle process) {
   });
 }
 
-void shutdown_shim::watch_for_target() {
-  // A process that had the signal is on its way out, however long it still serves: only a new
-  // one makes the node ready again (the old one was once taken for a new one: faults suite).
-  for (pid_t pid : resolve_target(cfg_.target).pids) {
-    const auto identity = identify_process(pid);
-    if (!identity || signalled_.count(pid) || shutdown_.was_signalled(*identity)) continue;
-    log_.notice("a target is running again", {{"pid", std::to_string(pid)}});
-    runner_.feed([](seq& s) { return s.target_running(); });
-    return;
-  }
-  target_timer_.expires_after(target_backoff_.next());
-  target_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec && runner_.sequence().waiting_for_target()) watch_for_target();
+bool shutdown_shim::looking_for_target() const {
+  // Not during a drain: nothing new is expected then, and the signal resolves the target anew.
+  return attach_target() && !runner_.sequence().draining() &&
+         (!status_.target.running || runner_.sequence().waiting_for_target());
+}
+
+// Whether a target process runs that did not have the signal (from this run or, per the record,
+// an earlier one): one that had it is on its way out, however long it still serves.
+bool shutdown_shim::target_counts() const {
+  return std::any_of(present_.begin(), present_.end(), [this](const auto& p) {
+    return !signalled_.count(p.first) && !shutdown_.was_signalled(p.second.identity);
   });
+}
+
+// At once (on the loop), with the backoff started again.
+void shutdown_shim::look_for_target() {
+  target_backoff_.reset();
+  arm_target_search(backoff::duration(0));
+}
+
+void shutdown_shim::arm_target_search(backoff::duration delay) {
+  target_searching_ = true;
+  // Replaces a pending wait, whose handler then sees operation_aborted.
+  target_timer_.expires_after(delay);
+  target_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    target_searching_ = false;
+    watch_for_target();
+  });
+}
+
+// Nothing announces that a process named X has started, so the target is re-resolved with capped
+// backoff until one runs that did not have the signal (the old one was once taken for a new one:
+// faults suite).
+void shutdown_shim::watch_for_target() {
+  if (!looking_for_target()) return;
+  const auto found = resolve_target(cfg_.target);
+  for (pid_t pid : found.pids) {
+    if (present_.count(pid) || signalled_.count(pid)) continue;
+    try {
+      if (auto process = process_handle::open(pid)) watch_present(std::move(*process));
+    } catch (const std::system_error& e) {
+      log_.warning("could not watch the target",
+                   {{"pid", std::to_string(pid)}, {"error", e.what()}});
+    }
+  }
+  if (target_counts()) return target_found();
+  // Once a target has run, the line keeps saying what became of it.
+  if (!target_seen_) {
+    status_.target.detail = found.pids.empty()
+                                ? "not found yet: " + found.reason
+                                : "not found yet: only processes that had the signal run";
+  }
+  arm_target_search(target_backoff_.next());
+}
+
+void shutdown_shim::watch_present(process_handle process) {
+  const pid_t pid = process.pid();
+  // After pidfd_open: if the PID was reused in between, the pidfd's process has exited and its
+  // watch fires at once, taking this entry away.
+  const auto identity = identify_process(pid);
+  if (!identity) return;
+  present_[pid] = {*identity, process_name(pid)};
+  watcher_.watch(std::move(process), [this](pid_t gone) { on_present_exit(gone); });
+}
+
+void shutdown_shim::target_found() {
+  target_seen_ = true;
+  if (!status_.target.running) {
+    std::string pids;
+    for (const auto& [pid, p] : present_) {
+      if (signalled_.count(pid) || shutdown_.was_signalled(p.identity)) continue;
+      if (!status_.target.running) {
+        status_.target.detail = fmt::format("{} (pid {})", p.name, pid);
+      } else {
+        status_.target.detail += fmt::format(", {} (pid {})", p.name, pid);
+      }
+      pids += (pids.empty() ? "" : ",") + std::to_string(pid);
+      status_.target.running = true;
+    }
+    events_.record(event_kind::TargetRunning, "found",
+                   fmt::format("the target is running: {}", status_.target.detail),
+                   {{"target_pid", pids}, {"target", target_description()}});
+    notify_status();
+  }
+  if (runner_.sequence().waiting_for_target()) {
+    log_.notice("a target is running again", {{"target", status_.target.detail}});
+    runner_.feed([](seq& s) { return s.target_running(); });
+  }
+}
+
+void shutdown_shim::on_present_exit(pid_t pid) {
+  const auto it = present_.find(pid);
+  if (it == present_.end()) return;
+  const std::string name = it->second.name;
+  present_.erase(it);
+  // It had the signal (the check failed then), or another target still runs.
+  if (!status_.target.running || target_counts()) return;
+  status_.target.running = false;
+  // Not the shim's child, so its status cannot be known: waitid(P_PIDFD) answers ECHILD for
+  // another's child, and /proc/PID/stat's exit_code (field 52) lasts only until the parent
+  // (kubelet's runtime, systemd) reaps the zombie, which it does at once. Only "exited".
+  status_.target.detail = fmt::format("{} (pid {}) exited at {}", name, pid, wall_now());
+  events_.record(event_kind::TargetLost, "pidfd", "the target exited: " + status_.target.detail,
+                 {{"target_pid", std::to_string(pid)}, {"target", target_description()}});
+  notify_status();
+  if (looking_for_target()) look_for_target();
+}
+
+// The signal went out: the processes that had it no longer count as the target.
+void shutdown_shim::target_signalled() {
+  if (!status_.target.running || target_counts()) return;
+  status_.target.running = false;
+  status_.target.detail = fmt::format("{} had {} at {} ({})", target_description(),
+                                      signal_name(cfg_.signal), wall_now(), status_.drain_cause);
 }
 
 void shutdown_shim::on_child_exit(int code) {
@@ -580,6 +737,16 @@ void shutdown_shim::on_child_exit(int code) {
   events_.record(
       event_kind::TargetExited, "child", detail,
       {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
+  // The check fails in this loop iteration; outside a shutdown the sequence then ends the shim
+  // with the child's code, as a container's init does.
+  status_.target.running = false;
+  status_.target.detail = fmt::format("{} (pid {}) exited, {} at {}", child_name(), child_->pid(),
+                                      describe_exit_code(code), wall_now());
+  if (!child_signalled_) {
+    events_.record(
+        event_kind::TargetLost, "child", "the target exited: " + status_.target.detail,
+        {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
+  }
   runner_.feed([now = clock::now(), detail](seq& s) { return s.target_exited(now, detail); });
   if (exit_pending_) finish({shim_outcome::kind::child_exited, code, {}});
 }
@@ -606,6 +773,59 @@ void shutdown_shim::save_record() {
         "signal again",
         {{"error", saved.error()}});
   }
+}
+
+void shutdown_shim::start_upstream() {
+  const auto& settings = cfg_.upstream;
+  std::vector<std::string_view> reasons;
+  for (int f = static_cast<int>(probe_failure::none) + 1;
+       f <= static_cast<int>(probe_failure::config); ++f) {
+    reasons.push_back(to_string(static_cast<probe_failure>(f)));
+  }
+  status_.upstream.emplace(settings.url.text(), settings.fall, settings.rise, settings.timeout,
+                           reasons);
+  if (settings.insecure_skip_verify) {
+    log_.warning(
+        "--upstream-insecure-skip-verify: the upstream's certificate is not verified, so "
+        "whatever answers on that address can pass the upstream check",
+        {{"url", settings.url.text()}});
+  }
+  upstream_ = std::make_unique<upstream_probe>(
+      io_, settings,
+      upstream_probe::handlers{.probed = [this](const probe_outcome& o) { on_probed(o); }});
+  upstream_->start();
+}
+
+void shutdown_shim::on_probed(const probe_outcome& outcome) {
+  auto& upstream = *status_.upstream;
+  // A CA, certificate, key or token file that is missing or unusable: on a node being installed it
+  // may appear later, so the probe tries it again at every interval; said once per problem.
+  const std::string problem = outcome.failure == probe_failure::config ? outcome.error : "";
+  if (!problem.empty() && problem != upstream_problem_) {
+    log_.warning("the upstream check cannot probe; trying again at every interval",
+                 {{"url", upstream.url()}, {"error", problem}});
+  }
+  upstream_problem_ = problem;
+  const bool changed = upstream.record(
+      {.pass = outcome.pass(), .error = outcome.error, .at = std::chrono::system_clock::now()},
+      to_string(outcome.failure), outcome.duration);
+  if (!changed) return;
+  const auto& health = upstream.health();
+  if (health.passed()) {
+    events_.record(
+        event_kind::UpstreamPassed, "rise",
+        fmt::format("the upstream /readyz passed {} times in a row", health.consecutive_passes()),
+        {{"url", upstream.url()}, {"consecutive", std::to_string(health.consecutive_passes())}});
+  } else {
+    events_.record(event_kind::UpstreamFailed, outcome.error,
+                   fmt::format("the upstream /readyz failed {} times in a row, last: {}",
+                               health.consecutive_failures(), outcome.error),
+                   {{"url", upstream.url()},
+                    {"consecutive", std::to_string(health.consecutive_failures())},
+                    {"reason", std::string(to_string(outcome.failure))},
+                    {"error", outcome.error}});
+  }
+  notify_status();
 }
 
 void shutdown_shim::notify_status() { sd_notify(0, ("STATUS=" + status_line(status_)).c_str()); }
@@ -647,6 +867,7 @@ void shutdown_shim::finish(shim_outcome outcome) {
   target_timer_.cancel();
   watchdog_timer_.cancel();
   watcher_.clear();
+  if (upstream_) upstream_->stop();
   io_.stop();
 }
 

@@ -3,6 +3,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -21,6 +22,7 @@
 #include "signal_record.hpp"
 #include "systemd_manager.hpp"
 #include "target.hpp"
+#include "upstream_probe.hpp"
 
 namespace shim {
 
@@ -69,7 +71,24 @@ class shutdown_shim {
   void signal_child();
   void signal_attached();
   void watch_attached(process_handle process);
+
+  // The target check (attach mode): every target process found is watched through its pidfd,
+  // whether or not a shutdown is under way; while none runs that did not have the signal, the
+  // target is looked for with capped backoff.
+  bool attach_target() const { return cfg_.target.any() && !cfg_.target.wrapper(); }
+  bool looking_for_target() const;
+  bool target_counts() const;
+  void look_for_target();
+  void arm_target_search(backoff::duration delay);
   void watch_for_target();
+  void watch_present(process_handle process);
+  void target_found();
+  void on_present_exit(pid_t pid);
+  void target_signalled();
+
+  // The upstream check.
+  void start_upstream();
+  void on_probed(const probe_outcome& outcome);
   void ask_system_state();
   void request_exit();
   void remember_shutdown(const seq::action& unready);
@@ -97,6 +116,7 @@ class shutdown_shim {
   void ping_watchdog();
   void finish(shim_outcome outcome);
   std::string target_description() const;
+  std::string child_name() const;
 
   boost::asio::io_context& io_;
   const config& cfg_;
@@ -119,6 +139,13 @@ class shutdown_shim {
   bool child_signalled_ = false;
   exit_watcher watcher_;
   std::set<pid_t> signalled_;  // attach targets signalled and not yet exited
+  struct present_process {
+    process_identity identity;
+    std::string name;  // /proc/PID/comm when found
+  };
+  std::map<pid_t, present_process> present_;  // attach targets found and not yet exited
+  bool target_searching_ = false;             // target_timer_ will call watch_for_target()
+  bool target_seen_ = false;                  // a target has run since the start
   signal_record record_;
   shutdown_record shutdown_;  // what record_ holds
   bool resumable_ = false;    // shutdown_ came from an earlier run, with a shutdown under way
@@ -130,6 +157,8 @@ class shutdown_shim {
   boost::asio::steady_timer watchdog_timer_;
   std::chrono::microseconds watchdog_period_{0};
   backoff target_backoff_{std::chrono::milliseconds(100), std::chrono::seconds(5)};
+  std::unique_ptr<upstream_probe> upstream_;
+  std::string upstream_problem_;  // the file problem last warned about
   bool ready_notified_ = false;
   bool exit_pending_ = false;
   std::optional<shim_outcome> outcome_;

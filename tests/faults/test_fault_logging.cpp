@@ -282,7 +282,7 @@ TEST_F(FaultLogging, FullFilesystemLeavesEveryLineValidJson) {
   const fs::path inside =
       fs::path(fmt::format("/proc/{}/root", s.process->pid())) / tiny.relative_path();
 
-  // Started and InhibitorTaken found the disk full.
+  // Started, TargetRunning and InhibitorTaken found the disk full.
   auto failed_records = [&] {
     std::size_t n = 0;
     for (const auto& line : sandbox::read_lines(s.log)) {
@@ -291,15 +291,15 @@ TEST_F(FaultLogging, FullFilesystemLeavesEveryLineValidJson) {
     return n;
   };
   const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
-  while (failed_records() < 2 && std::chrono::steady_clock::now() < deadline) {
+  while (failed_records() < 3 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(10ms);
   }
-  EXPECT_EQ(failed_records(), 2u) << "Started and InhibitorTaken should have failed";
+  EXPECT_EQ(failed_records(), 3u) << "Started, TargetRunning and InhibitorTaken should have failed";
   EXPECT_EQ(fs::file_size(inside / "events.jsonl"), kPage - kRoomLeft)
       << "the part of a record that did fit was left in the file";
   sandbox::http_client client(s.port);
   EXPECT_EQ(metric_value(client.get("/metrics").body, "shutdown_shim_event_records_failed_total"),
-            2.0)
+            3.0)
       << "/metrics does not count the records that could not be written";
 
   // Room again, then a reboot: its records must start on a line of their own. Read during the

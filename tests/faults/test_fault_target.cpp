@@ -71,6 +71,15 @@ class FaultTarget : public ShimTest {
 
   std::string log_of(const shim& s) { return sandbox::read_text_file(s.log); }
 
+  // /readyz is 503 with the target check saying why nothing runs.
+  void expect_target_not_found(const shim& s, const std::string& reason) {
+    auto r = wait_shim_answer(s, "/readyz?verbose");
+    ASSERT_TRUE(r) << "the shim never answered";
+    EXPECT_EQ(r->status, 503u) << r->body;
+    EXPECT_EQ(readyz_check_line(r->body, "target"), "[-]target failed: not found yet: " + reason)
+        << r->body;
+  }
+
   // The shim on this pidfile exits 1 at once, with one line naming the file and the reason.
   void expect_refused_at_start(const fs::path& pidfile, const std::string& reason) {
     shim_options o;
@@ -148,9 +157,10 @@ TEST_F(FaultTarget, APidfileMadeWritableLaterIsRefusedAtTheShutdown) {
   o.drain_delay = "1s";
   o.exit_timeout = "2s";
   o.target = {"--target-pidfile=" + pidfile.string()};
-  auto s = start_shim(o);
-  ASSERT_FALSE(HasFailure());
+  // No target runs yet, so /readyz is 503 (issue 9): wait for the lock, not for readiness.
+  auto s = start_shim(o, /*wait_ready=*/false);
   ASSERT_TRUE(wait_shim_lock(true));
+  expect_target_not_found(s, "pidfile " + pidfile.string() + ": No such file or directory");
 
   // A careless admin leaves it 0666; nobody writes the PID of root's sleep into it.
   write_file(pidfile, "", 0666);
@@ -200,9 +210,11 @@ TEST_F(FaultTarget, APidfileSayingOneNeverSignalsPidOne) {
   o.drain_delay = "1s";
   o.exit_timeout = "2s";
   o.target = {"--target-pidfile=" + pidfile.string()};
-  auto s = start_shim(o);
-  ASSERT_FALSE(HasFailure());
+  // PID 1 is never the target, so /readyz is 503 (issue 9): wait for the lock, not for readiness.
+  auto s = start_shim(o, /*wait_ready=*/false);
   ASSERT_TRUE(wait_shim_lock(true));
+  expect_target_not_found(
+      s, "pidfile " + pidfile.string() + ": PID 1 is init; the shim never signals it");
 
   const auto t0 = sb().reboot();
   ASSERT_TRUE(sb().wait_for_start_unit("reboot.target", kEventTimeout, t0));

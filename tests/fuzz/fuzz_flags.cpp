@@ -56,6 +56,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       check(d >= nanoseconds(0) && d <= shim::kMaxFlagDuration);
     }
     check(!cfg.target.pid || *cfg.target.pid > 1);
+    const auto& up = cfg.upstream;
+    for (const auto d : {up.interval, up.timeout}) {
+      check(d > nanoseconds(0) && d <= shim::kMaxFlagDuration);
+    }
+    check(up.fall >= 1 && up.rise >= 1);
+    check(up.client_cert.empty() == up.client_key.empty());
+    check(up.enabled() || (up.ca_file.empty() && up.token_file.empty()));
   } catch (const shim::usage_error& e) {
     check(std::strchr(e.what(), '\n') == nullptr);
   }

@@ -595,13 +595,131 @@ TEST(ParseFlags, HelpAndVersion) {
   EXPECT_EQ(usage_message({"--version=1"}), "--version takes no value");
 }
 
+// --- the upstream check (issue 9)
+// -----------------------------------------------------------------
+
+TEST(ParseFlags, UpstreamIsOffWithoutTheURL) {
+  const config c = parse({});
+  EXPECT_FALSE(c.upstream.enabled());
+  EXPECT_EQ(c.upstream.interval, 1s);
+  EXPECT_EQ(c.upstream.timeout, 1s);
+  EXPECT_EQ(c.upstream.fall, 3u);
+  EXPECT_EQ(c.upstream.rise, 2u);
+}
+
+TEST(ParseFlags, UpstreamFlags) {
+  const config c =
+      parse({"--upstream-readyz=https://localhost:6443/readyz", "--upstream-interval=250ms",
+             "--upstream-timeout", "2s", "--upstream-fall=5", "--upstream-rise=1",
+             "--upstream-ca-file=/etc/kubernetes/pki/ca.crt",
+             "--upstream-tls-server-name=kubernetes", "--upstream-client-cert=/c.crt",
+             "--upstream-client-key=/c.key", "--upstream-token-file=/t"});
+  ASSERT_TRUE(c.upstream.enabled());
+  EXPECT_TRUE(c.upstream.url.tls);
+  EXPECT_EQ(c.upstream.url.host, "localhost");
+  EXPECT_EQ(c.upstream.url.port, 6443);
+  EXPECT_EQ(c.upstream.url.target, "/readyz");
+  EXPECT_EQ(c.upstream.interval, 250ms);
+  EXPECT_EQ(c.upstream.timeout, 2s);
+  EXPECT_EQ(c.upstream.fall, 5u);
+  EXPECT_EQ(c.upstream.rise, 1u);
+  EXPECT_EQ(c.upstream.ca_file, "/etc/kubernetes/pki/ca.crt");
+  EXPECT_EQ(c.upstream.server_name, "kubernetes");
+  EXPECT_EQ(c.upstream.client_cert, "/c.crt");
+  EXPECT_EQ(c.upstream.client_key, "/c.key");
+  EXPECT_EQ(c.upstream.token_file, "/t");
+  EXPECT_FALSE(c.upstream.insecure_skip_verify);
+
+  const config skip =
+      parse({"--upstream-readyz=https://127.0.0.1:6443/readyz", "--upstream-insecure-skip-verify"});
+  EXPECT_TRUE(skip.upstream.insecure_skip_verify);
+  const config plain = parse({"--upstream-readyz=http://[::1]:8080/readyz?verbose"});
+  EXPECT_FALSE(plain.upstream.url.tls);
+  EXPECT_EQ(plain.upstream.url.host, "::1");
+  EXPECT_EQ(plain.upstream.url.target, "/readyz?verbose");
+}
+
+// Issue 9, item 7: each exits 2 (main() turns a usage_error into 2) with one line naming the flag.
+TEST(ParseFlags, UpstreamBadInputNamesTheFlag) {
+  const std::string_view url = "--upstream-readyz=https://localhost:6443/readyz";
+  EXPECT_THAT(usage_message({"--upstream-readyz=ftp://localhost/readyz"}),
+              StartsWith("--upstream-readyz: \"ftp://localhost/readyz\": want an http:// or "
+                         "https:// URL"));
+  EXPECT_THAT(usage_message({"--upstream-readyz=https://localhost:99999/readyz"}),
+              StartsWith("--upstream-readyz: "));
+  EXPECT_THAT(usage_message({"--upstream-readyz=https:///readyz"}),
+              StartsWith("--upstream-readyz: "));
+  EXPECT_THAT(usage_message({"--upstream-readyz=localhost:6443"}),
+              StartsWith("--upstream-readyz: "));
+  EXPECT_EQ(usage_message({url, "--upstream-fall=0"}),
+            "--upstream-fall: \"0\" is not a count from 1 to 1000");
+  EXPECT_EQ(usage_message({url, "--upstream-rise=0"}),
+            "--upstream-rise: \"0\" is not a count from 1 to 1000");
+  EXPECT_EQ(usage_message({url, "--upstream-rise=-1"}),
+            "--upstream-rise: \"-1\" is not a count from 1 to 1000");
+  EXPECT_EQ(usage_message({url, "--upstream-fall=1001"}),
+            "--upstream-fall: \"1001\" is not a count from 1 to 1000");
+  EXPECT_EQ(usage_message({url, "--upstream-interval=0"}),
+            "--upstream-interval: \"0\" is zero; want more than 0");
+  EXPECT_EQ(usage_message({url, "--upstream-timeout=0s"}),
+            "--upstream-timeout: \"0s\" is zero; want more than 0");
+  EXPECT_EQ(usage_message({url, "--upstream-timeout=25h"}),
+            "--upstream-timeout: \"25h\" is longer than 24h0m0s, the most a duration flag may be");
+  EXPECT_EQ(usage_message({url, "--upstream-interval=1x"}),
+            "--upstream-interval: \"1x\" is not a duration (want e.g. 70s, 1m30s, 250ms)");
+  EXPECT_EQ(usage_message({url, "--upstream-client-cert=/c.crt"}),
+            "--upstream-client-cert needs --upstream-client-key");
+  EXPECT_EQ(usage_message({url, "--upstream-client-key=/c.key"}),
+            "--upstream-client-key needs --upstream-client-cert");
+  EXPECT_EQ(usage_message({"--upstream-fall=3"}), "--upstream-fall needs --upstream-readyz");
+  EXPECT_EQ(usage_message({"--upstream-insecure-skip-verify"}),
+            "--upstream-insecure-skip-verify needs --upstream-readyz");
+  EXPECT_EQ(usage_message(
+                {"--upstream-readyz=http://127.0.0.1:8080/readyz", "--upstream-ca-file=/ca.crt"}),
+            "--upstream-ca-file applies only to an https:// --upstream-readyz");
+  EXPECT_THAT(usage_message({url, "--upstream-insecure-skip-verify", "--upstream-ca-file=/ca"}),
+              StartsWith("--upstream-insecure-skip-verify and --upstream-ca-file"));
+  EXPECT_EQ(usage_message({url, "--upstream-insecure-skip-verify=true"}),
+            "--upstream-insecure-skip-verify takes no value");
+  EXPECT_EQ(
+      usage_message({url, "--upstream-insecure-skip-verify", "--upstream-insecure-skip-verify"}),
+      "--upstream-insecure-skip-verify: given more than once");
+  EXPECT_EQ(usage_message({url, "--upstream-ca-file="}), "--upstream-ca-file: empty path");
+  EXPECT_EQ(usage_message({url, url}), "--upstream-readyz: given more than once");
+}
+
 TEST(UsageText, ListsEveryFlagWithinHundredColumns) {
   const std::string text = usage_text();
-  for (const auto flag : {"--listen=", "--drain-delay=", "--signal-delay=", "--exit-timeout=",
-                          "--signal=", "--target-pid=", "--target-pidfile=", "--target-name=",
-                          "--target-user=", "--inhibit=", "--forward-on-sigterm=", "--event-log=",
-                          "--log-format=", "--ensure-inhibit-delay[=try|required]",
-                          "--logind-conf-dir=", "--help", "-h", "--version", "-- COMMAND"}) {
+  for (const auto flag : {"--listen=",
+                          "--drain-delay=",
+                          "--signal-delay=",
+                          "--exit-timeout=",
+                          "--signal=",
+                          "--target-pid=",
+                          "--target-pidfile=",
+                          "--target-name=",
+                          "--target-user=",
+                          "--inhibit=",
+                          "--forward-on-sigterm=",
+                          "--event-log=",
+                          "--log-format=",
+                          "--ensure-inhibit-delay[=try|required]",
+                          "--logind-conf-dir=",
+                          "--help",
+                          "-h",
+                          "--version",
+                          "-- COMMAND",
+                          "--upstream-readyz=",
+                          "--upstream-interval=",
+                          "--upstream-timeout=",
+                          "--upstream-fall=",
+                          "--upstream-rise=",
+                          "--upstream-ca-file=",
+                          "--upstream-tls-server-name=",
+                          "--upstream-insecure-skip-verify",
+                          "--upstream-client-cert=",
+                          "--upstream-client-key=",
+                          "--upstream-token-file="}) {
     EXPECT_THAT(text, HasSubstr(flag));
   }
   for (const auto def : {"(default 0.0.0.0:6080)", "(default 1m10s)", "(default 0s)",

@@ -1,4 +1,5 @@
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -12,6 +13,8 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -73,7 +76,8 @@ bool has_line(const std::string& text, std::string_view wanted) {
 std::vector<std::string> expected_verbose_lines(const shim_status& status) {
   std::vector<std::string> lines;
   for (const auto& check : status.checks()) {
-    std::string line = (check.ok ? "[+]" : "[-]") + check.name + (check.ok ? " ok" : " failed");
+    std::string line = std::string(check.ok ? "[+]" : "[-]") + std::string(check.name) +
+                       (check.ok ? " ok" : " failed");
     if (!check.detail.empty()) line += ": " + check.detail;
     lines.push_back(line);
   }
@@ -376,6 +380,55 @@ TEST(RenderMetrics, EveryFamilyHasHelpAndType) {
   }
   EXPECT_GE(samples, 9);
   EXPECT_TRUE(has_line(text, "shutdown_shim_logind_inhibit_delay_max_seconds 200"));
+}
+
+// Prometheus' own parser and linter on every family, the upstream check's histogram and labelled
+// counters included (issue 9). promtool is in Debian's prometheus package; PROMTOOL names it (the
+// meson test sets it when promtool is on PATH).
+TEST(RenderMetrics, PassesPromtool) {
+  const char* promtool = std::getenv("PROMTOOL");
+  if (promtool == nullptr || *promtool == '\0') {
+    const char* ci = std::getenv("CI");
+    if (ci != nullptr && std::string_view(ci) == "true") FAIL() << "no promtool under CI";
+    GTEST_SKIP() << "no promtool: install Debian's prometheus package or set PROMTOOL";
+  }
+  auto status = ready_status();
+  status.logind_delay_max_usec = 5'000'000;
+  status.target = {true, false, "kube-apiserver (pid 812) exited at 2023-11-14T22:13:20Z"};
+  status.upstream.emplace("https://127.0.0.1:6443/readyz", 3, 1, 1s,
+                          std::vector<std::string_view>{"timeout", "refused", "status"});
+  status.upstream->record({.pass = true}, "", 2ms);
+  status.upstream->record({.pass = false, .error = "status 500"}, "status", 40ms);
+  status.upstream->record({.pass = false, .error = "timeout after 1s"}, "timeout", 1s);
+  const std::string text = render_metrics(status, {{200, 3}, {503, 1}});
+  char path[] = "/tmp/shim-metrics-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fd);
+  std::string output;
+  FILE* pipe = ::popen(fmt::format("'{}' check metrics <'{}' 2>&1", promtool, path).c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::array<char, 4096> buffer{};
+  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
+    output.append(buffer.data(), n);
+  }
+  const int status_code = ::pclose(pipe);
+  ::unlink(path);
+  EXPECT_EQ(status_code, 0) << output << "\n" << text;
+  EXPECT_EQ(output, "") << "promtool's lint: " << output << "\n" << text;
+  EXPECT_TRUE(
+      has_line(text, "shutdown_shim_upstream_probe_duration_seconds_bucket{le=\"+Inf\"} 3"));
+  EXPECT_TRUE(has_line(text, "shutdown_shim_upstream_probe_duration_seconds_count 3"));
+  EXPECT_TRUE(
+      has_line(text, "shutdown_shim_upstream_probe_duration_seconds_bucket{le=\"0.005\"} 1"));
+  EXPECT_TRUE(has_line(text, "shutdown_shim_upstream_probe_duration_seconds_bucket{le=\"1\"} 3"))
+      << "the timeout is the last bound, and a probe that took it counts in it";
+  EXPECT_TRUE(has_line(text, "shutdown_shim_upstream_probe_failures_total{reason=\"refused\"} 0"));
+  EXPECT_TRUE(has_line(text, "shutdown_shim_upstream_probe_failures_total{reason=\"status\"} 1"));
+  EXPECT_TRUE(has_line(text, "shutdown_shim_upstream_consecutive_failures 2"));
+  EXPECT_TRUE(has_line(text, "shutdown_shim_check{name=\"target\"} 0"));
+  EXPECT_TRUE(has_line(text, "shutdown_shim_check{name=\"upstream\"} 1"));
 }
 
 TEST_F(HandleRequest, MetricsEndpoint) {

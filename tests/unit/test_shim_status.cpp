@@ -1,9 +1,13 @@
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <sstream>
 
+#include "readiness_server.hpp"
 #include "shim_status.hpp"
 
 namespace shim {
@@ -138,12 +142,254 @@ TEST(ShimStatus, StatusLineSaysWhatTheShimIsDoing) {
        "ready; no logind lock (the system bus is down: Connection reset by peer)"},
       {"draining", draining, "draining, reboot on hold: PrepareForShutdown(true) from :1.3"},
       {"released", released, "hold over, unready: PrepareForShutdown(true) from :1.3"},
-      {"waiting", waiting, "shutdown cancelled; waiting for the target to run again"},
-      {"starting", starting, "starting"},
+      {"waiting", waiting,
+       "unready; target failed: shutdown cancelled after the signal; waiting for a target that "
+       "did not have it"},
+      {"starting", starting,
+       "unready; listener failed: not bound yet; inhibitor failed: taking the logind delay lock"},
       {"too short", short_delay,
        "ready; holding a logind delay lock; WARNING: logind InhibitDelayMaxSec too short"},
   };
   for (const auto& r : rows) EXPECT_EQ(status_line(r.status), r.want) << r.name;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One table: /readyz (with and without ?exclude), ?verbose, /metrics and STATUS= agree in every
+// state, and the upstream check's hysteresis meets the shutdown as it should (on a fake clock: the
+// outcomes carry their own time).
+
+const upstream_health::time_point t0 = upstream_health::time_point{} + 1'700'000'000s;
+const std::vector<std::string_view> kReasons = {"timeout", "refused",  "connect", "tls",
+                                                "status",  "protocol", "config"};
+
+upstream_status upstream(unsigned fall = 3, unsigned rise = 2) {
+  return upstream_status("https://127.0.0.1:6443/readyz", fall, rise, 1s, kReasons);
+}
+
+void probe(upstream_status& u, bool pass, int second, std::string error = "status 500") {
+  u.record({.pass = pass, .error = pass ? "" : error, .at = t0 + second * 1s}, pass ? "" : "status",
+           2ms);
+}
+
+upstream_status passed_upstream() {
+  auto u = upstream();
+  probe(u, true, 0);
+  probe(u, true, 1);
+  return u;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// The states a table-driven run goes through: every check failing and passing, alone and together.
+std::map<std::string, shim_status> table_states() {
+  std::map<std::string, shim_status> out;
+  out["starting"] = shim_status{};
+  out["ready"] = bound(state::held);
+  out["no lock, retrying"] = bound(state::retrying);
+  out["draining"] = bound(state::held);
+  out["draining"].draining = true;
+  out["draining"].drain_cause = "SIGTERM";
+  out["released"] = out["draining"];
+  out["released"].inhibitor = state::released;
+  out["waiting for the target"] = bound(state::held);
+  out["waiting for the target"].waiting_for_target = true;
+  out["target found"] = bound(state::held);
+  out["target found"].target = {true, true, "kube-apiserver (pid 812)"};
+  out["target not found"] = bound(state::held);
+  out["target not found"].target = {true, false, "not found yet: no process named x"};
+  out["target lost"] = bound(state::held);
+  out["target lost"].target = {true, false,
+                               "kube-apiserver (pid 812) exited, killed by SIGKILL (exit code "
+                               "137) at 2023-11-14T22:13:20.000000Z"};
+  out["upstream not probed"] = out["target found"];
+  out["upstream not probed"].upstream = upstream();
+  out["upstream passed"] = out["target found"];
+  out["upstream passed"].upstream = passed_upstream();
+  out["upstream riding out a failure"] = out["upstream passed"];
+  probe(*out["upstream riding out a failure"].upstream, false, 2);
+  out["upstream failed"] = out["upstream passed"];
+  for (int i = 2; i < 5; ++i) probe(*out["upstream failed"].upstream, false, i);
+  out["upstream passed, draining"] = out["upstream passed"];
+  out["upstream passed, draining"].draining = true;
+  out["upstream passed, draining"].drain_cause = "PrepareForShutdown(true) from :1.3";
+  out["upstream passed, draining"].upstream->pause();
+  out["logind warning"] = out["upstream passed"];
+  out["logind warning"].logind_delay_max_usec = 5'000'000;
+  out["everything failing"] = out["upstream failed"];
+  out["everything failing"].listener_bound = false;
+  out["everything failing"].inhibitor = state::pending;
+  out["everything failing"].draining = true;
+  out["everything failing"].target = {true, false, "not found yet"};
+  return out;
+}
+
+TEST(ReadinessTable, ReadyzVerboseMetricsAndStatusAgreeInEveryState) {
+  const std::vector<std::string> names = {"listener", "inhibitor", "logind-inhibit-delay",
+                                          "shutdown", "target",    "upstream"};
+  for (const auto& [state_name, status] : table_states()) {
+    SCOPED_TRACE(state_name);
+    const auto checks = status.checks();
+    std::map<std::string, bool> ok;
+    for (const auto& c : checks) ok[std::string(c.name)] = c.ok;
+    // Every exclusion: none, each check alone, an unknown name, and all of them at once.
+    std::vector<std::vector<std::string>> exclusions = {{}, {"no-such-check"}, names};
+    for (const auto& n : names) exclusions.push_back({n});
+    for (const auto& excluded : exclusions) {
+      std::string query;
+      for (const auto& e : excluded) query += "&exclude=" + e;
+      SCOPED_TRACE("exclude:" + query);
+      bool want_ready = true;
+      for (const auto& [name, passes] : ok) {
+        if (!passes && std::find(excluded.begin(), excluded.end(), name) == excluded.end()) {
+          want_ready = false;
+        }
+      }
+      std::vector<std::string_view> excluded_views(excluded.begin(), excluded.end());
+      EXPECT_EQ(status.ready(excluded_views), want_ready);
+
+      http_request_counts counts;
+      http_request plain{boost::beast::http::verb::get, "/readyz?" + query, 11};
+      const auto answer = handle_request(status, counts, plain);
+      EXPECT_EQ(answer.result_int(), want_ready ? 200u : 503u);
+
+      http_request verbose{boost::beast::http::verb::get, "/readyz?verbose" + query, 11};
+      const auto body = lines(handle_request(status, counts, verbose).body());
+      ASSERT_FALSE(body.empty());
+      EXPECT_EQ(body.back(), want_ready ? "readyz check passed" : "readyz check failed");
+      std::size_t row = 0;
+      for (const auto& c : checks) {
+        ASSERT_LT(row, body.size());
+        const std::string& line = body[row++];
+        const std::string name(c.name);
+        if (std::find(excluded.begin(), excluded.end(), name) != excluded.end()) {
+          EXPECT_EQ(line, "[+]" + name + " excluded: ok");
+        } else if (c.ok) {
+          EXPECT_EQ(line, "[+]" + name + " ok" + (c.detail.empty() ? "" : ": " + c.detail));
+        } else {
+          EXPECT_EQ(line, "[-]" + name + " failed" + (c.detail.empty() ? "" : ": " + c.detail));
+        }
+      }
+      // Names of no check that applies now are ignored, and said in one line, as kube does.
+      std::string unmatched;
+      for (const auto& e : excluded) {
+        if (!ok.count(e)) unmatched += (unmatched.empty() ? "\"" : ",\"") + e + "\"";
+      }
+      EXPECT_EQ(body.size(), checks.size() + 1 + (unmatched.empty() ? 0 : 1));
+      if (!unmatched.empty()) {
+        EXPECT_EQ(body[checks.size()],
+                  "warn: some health checks cannot be excluded: no matches for " + unmatched);
+      }
+    }
+
+    // /metrics and STATUS= know no exclusions: they show the table as it is.
+    const auto metrics = lines(render_metrics(status, {}));
+    const bool ready = status.ready();
+    EXPECT_NE(std::find(metrics.begin(), metrics.end(),
+                        std::string("shutdown_shim_ready ") + (ready ? "1" : "0")),
+              metrics.end());
+    std::size_t gauges = 0;
+    for (const auto& line : metrics) {
+      if (line.starts_with("shutdown_shim_check{")) ++gauges;
+    }
+    EXPECT_EQ(gauges, checks.size());
+    const std::string status_text = status_line(status);
+    EXPECT_EQ(status_text.starts_with("ready;"), ready) << status_text;
+    for (const auto& c : checks) {
+      const std::string gauge =
+          fmt::format("shutdown_shim_check{{name=\"{}\"}} {}", c.name, c.ok ? 1 : 0);
+      EXPECT_NE(std::find(metrics.begin(), metrics.end(), gauge), metrics.end()) << gauge;
+      if (c.name == "shutdown") {
+        // STATUS= says the drain in the hold's words, first.
+        EXPECT_EQ(!c.ok,
+                  status_text.starts_with("draining") || status_text.starts_with("hold over"))
+            << status_text;
+      } else {
+        EXPECT_EQ(!c.ok,
+                  status_text.find("; " + std::string(c.name) + " failed") != std::string::npos)
+            << status_text;
+      }
+    }
+  }
+}
+
+TEST(ReadinessTable, TheUpstreamCheckExistsOnlyWithTheFlag) {
+  auto s = bound(state::held);
+  EXPECT_EQ(find(s.checks(), "upstream"), nullptr);
+  s.upstream = upstream();
+  ASSERT_NE(find(s.checks(), "upstream"), nullptr);
+  EXPECT_FALSE(s.ready()) << "the check starts failed";
+}
+
+TEST(ReadinessTable, TheTargetCheckExistsOnlyWithATarget) {
+  auto s = bound(state::held);
+  EXPECT_EQ(find(s.checks(), "target"), nullptr);
+  EXPECT_TRUE(s.ready());
+  s.target = {true, false, "not found yet: no process named kube-apiserver owned by uid 0"};
+  EXPECT_FALSE(s.ready()) << "503 until a target is found";
+  EXPECT_EQ(find(s.checks(), "target")->detail, s.target.detail);
+  s.target.running = true;
+  EXPECT_TRUE(s.ready());
+}
+
+TEST(UpstreamWithShutdown, FailPassAlternatingStaysReadyAndThreeFailuresFlip) {
+  auto s = bound(state::held);
+  s.upstream = passed_upstream();
+  ASSERT_TRUE(s.ready());
+  for (int i = 2; i < 13; ++i) {  // pass, fail, pass, ... pass
+    probe(*s.upstream, i % 2 == 0, i);
+    EXPECT_TRUE(s.ready()) << "one transient failure at a time never moves the node: " << i;
+  }
+  probe(*s.upstream, false, 20, "timeout after 1s");
+  probe(*s.upstream, false, 21, "connection refused");
+  EXPECT_TRUE(s.ready()) << "two failures with fall=3";
+  EXPECT_THAT(find(s.checks(), "upstream")->detail,
+              testing::StartsWith("2 consecutive failures (fails at 3)"));
+  probe(*s.upstream, false, 22, "status 500");
+  EXPECT_FALSE(s.ready());
+  EXPECT_EQ(find(s.checks(), "upstream")->detail,
+            "3 consecutive failures, last: status 500 at 2023-11-14T22:13:42.000000Z");
+  probe(*s.upstream, true, 23);
+  EXPECT_FALSE(s.ready()) << "one pass is not rise=2";
+  probe(*s.upstream, true, 24);
+  EXPECT_TRUE(s.ready());
+}
+
+TEST(UpstreamWithShutdown, AShutdownWinsAtOnceAndACancelNeedsRisePassesAgain) {
+  auto s = bound(state::held);
+  s.upstream = passed_upstream();
+  ASSERT_TRUE(s.ready());
+  // PrepareForShutdown: unready in the same iteration, whatever the upstream says.
+  s.draining = true;
+  s.drain_cause = "PrepareForShutdown(true) from :1.3";
+  s.upstream->pause();
+  EXPECT_FALSE(s.ready());
+  EXPECT_TRUE(find(s.checks(), "upstream")->ok) << "the upstream did not fail; the shutdown did";
+  EXPECT_THAT(find(s.checks(), "upstream")->detail, testing::HasSubstr("not probed during"));
+  // Cancelled: the shutdown check passes again, but the upstream starts from failed.
+  s.draining = false;
+  s.upstream->restart();
+  EXPECT_FALSE(s.ready());
+  EXPECT_EQ(find(s.checks(), "upstream")->detail, "not probed yet");
+  probe(*s.upstream, true, 30);
+  EXPECT_FALSE(s.ready());
+  probe(*s.upstream, true, 31);
+  EXPECT_TRUE(s.ready());
+}
+
+TEST(UpstreamWithShutdown, StartUpNeedsRisePasses) {
+  auto s = bound(state::held);
+  s.upstream = upstream(3, 3);
+  for (int i = 0; i < 2; ++i) {
+    probe(*s.upstream, true, i);
+    EXPECT_FALSE(s.ready()) << i;
+  }
+  probe(*s.upstream, true, 2);
+  EXPECT_TRUE(s.ready());
 }
 
 }  // namespace

@@ -1,0 +1,123 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "upstream_settings.hpp"
+
+namespace shim {
+
+// Why a probe failed, as a bounded set (a metric label) and one line of text.
+enum class probe_failure { none, timeout, refused, connect, tls, status, protocol, config };
+std::string_view to_string(probe_failure f);
+
+struct probe_outcome {
+  probe_failure failure = probe_failure::none;
+  std::string
+      error;  // one line: "status 500", "timeout after 1s", "certificate verify failed: ..."
+  unsigned status = 0;
+  std::chrono::nanoseconds duration{0};
+  bool pass() const { return failure == probe_failure::none; }
+};
+
+// Polls kube-apiserver's own /readyz in the background, on the loop: one probe at a time, the next
+// starting no earlier than `interval` after the previous one started; `timeout` covers connect,
+// TLS and the whole answer. Pass means status 200. A keep-alive connection is used across probes
+// when the server allows it, and dropped on any error.
+//
+// TLS through OpenSSL: the chain is verified against --upstream-ca-file (or the system's trust
+// store), and the host name or IP (or --upstream-tls-server-name) against the certificate; SNI is
+// sent for names. The CA, the client certificate and key, and the token are read again whenever
+// their files change (tokens and certificates rotate), and a file that is missing or cannot be
+// used is retried at every probe: on a node being installed it may appear later.
+class upstream_probe {
+ public:
+  struct handlers {
+    std::function<void(const probe_outcome&)> probed;
+  };
+
+  upstream_probe(boost::asio::io_context& io, const upstream_settings& settings, handlers h);
+  ~upstream_probe();
+  upstream_probe(const upstream_probe&) = delete;
+  upstream_probe& operator=(const upstream_probe&) = delete;
+
+  // The first probe starts at once.
+  void start();
+  void stop();
+
+ private:
+  using clock = std::chrono::steady_clock;
+  using tcp = boost::asio::ip::tcp;
+  using plain_stream = boost::beast::tcp_stream;
+  using tls_stream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+
+  // A file the probe depends on, and the version of it that was last read: a rewrite (a rotated
+  // token, a renewed certificate) changes at least one of these.
+  struct watched_file {
+    std::string path;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = -1;
+    std::int64_t mtime_ns = -1;
+  };
+
+  void probe();
+  std::optional<std::string> refresh_files();
+  std::optional<std::string> load_tls_context();
+  std::optional<std::string> load_token();
+  void connect();
+  void on_connected(unsigned generation, boost::beast::error_code ec);
+  void send(unsigned generation);
+  void on_answer(unsigned generation, boost::beast::error_code ec);
+  void fail(unsigned generation, probe_failure failure, std::string error);
+  void finish(probe_outcome outcome);
+  void close_connection();
+  boost::beast::tcp_stream& lowest_layer();
+  probe_outcome describe(boost::beast::error_code ec, bool handshake);
+
+  boost::asio::io_context& io_;
+  upstream_settings settings_;
+  handlers handlers_;
+  std::vector<tcp::endpoint> endpoints_;
+  std::string host_header_;
+
+  std::unique_ptr<boost::asio::ssl::context> tls_context_;
+  std::optional<plain_stream> plain_;
+  std::optional<tls_stream> tls_;
+  bool connected_ = false;
+  bool reused_ = false;  // this probe runs on a connection an earlier probe opened
+  bool retried_ = false;
+
+  watched_file ca_, cert_, key_, token_file_;
+  bool files_loaded_ = false;
+  std::string token_;
+
+  boost::beast::flat_buffer buffer_;
+  boost::beast::http::request<boost::beast::http::empty_body> request_;
+  std::optional<boost::beast::http::response_parser<boost::beast::http::string_body>> parser_;
+
+  boost::asio::steady_timer next_;
+  clock::time_point started_;
+  unsigned generation_ = 0;  // completions of an earlier probe are stale
+  bool running_ = false;
+};
+
+}  // namespace shim

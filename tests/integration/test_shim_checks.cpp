@@ -1,0 +1,312 @@
+// Issue 9: /readyz tells the whole truth. The shim with its upstream check on fake_apiserver's
+// /readyz over plain http:// (the TLS cases wait for fake_apiserver's TLS) and its target check on
+// the apiserver's pidfile, against the real logind in the sandbox. Time bounds here are generous
+// (they catch a check that never acts, not a slow one); the figures are printed as FIGURES lines.
+
+#include <fmt/core.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "shim_harness.hpp"
+
+namespace shim_it {
+namespace {
+
+struct upstream_options {
+  std::string interval = "200ms";
+  std::string timeout = "300ms";
+  unsigned fall = 3;
+  unsigned rise = 2;
+};
+
+shim_options with_upstream(const apiserver& a, const upstream_options& u) {
+  shim_options o = attach_to(a, "3s", "5s");
+  o.extra_flags = {fmt::format("--upstream-readyz=http://127.0.0.1:{}/readyz", a.port()),
+                   "--upstream-interval=" + u.interval, "--upstream-timeout=" + u.timeout,
+                   fmt::format("--upstream-fall={}", u.fall),
+                   fmt::format("--upstream-rise={}", u.rise)};
+  return o;
+}
+
+// The value of one labelled sample ("name{label=\"x\"}") in a Prometheus text body.
+std::optional<double> labelled_value(const std::string& body, const std::string& sample) {
+  const auto at = body.find("\n" + sample + " ");
+  if (at == std::string::npos) return std::nullopt;
+  return std::stod(body.substr(at + sample.size() + 2));
+}
+
+class ShimChecks : public ShimTest {
+ protected:
+  // Polls /readyz?verbose until it answers `status`; the first such answer, with the longest
+  // time any answer took meanwhile.
+  struct polled {
+    std::optional<sandbox::http_result> answer;
+    double max_latency_ms = 0;
+    std::size_t requests = 0;
+  };
+  polled poll_until(const shim& s, unsigned status, std::chrono::milliseconds timeout) {
+    polled out;
+    sandbox::http_client client(s.port);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const auto before = sandbox::monotonic_us();
+      auto r = client.get("/readyz?verbose");
+      ++out.requests;
+      out.max_latency_ms = std::max(out.max_latency_ms, ms_between(before, r.at_us));
+      if (r.ok && r.status == status) {
+        out.answer = std::move(r);
+        return out;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    return out;
+  }
+
+  std::string verbose(const shim& s) {
+    auto r = wait_shim_answer(s, "/readyz?verbose");
+    return r ? r->body : std::string("(no answer)");
+  }
+};
+
+// The check starts failed: a node joins only once its apiserver has said ready `rise` times.
+TEST_F(ShimChecks, UnreadyAtStartUntilRisePasses) {
+  auto api = start_apiserver("kube-apiserver", api_delay("30s"));
+  upstream_options u;
+  u.interval = "300ms";
+  u.rise = 3;
+  const auto started_us = sandbox::monotonic_us();
+  auto s = start_shim(with_upstream(api, u), /*wait_ready=*/false);
+  auto first = wait_shim_answer(s, "/readyz?verbose");
+  ASSERT_TRUE(first) << "the shim never answered";
+  EXPECT_EQ(first->status, 503u) << first->body;
+  const auto line = readyz_check_line(first->body, "upstream");
+  ASSERT_TRUE(line) << first->body;
+  EXPECT_TRUE(line->starts_with("[-]upstream failed: ")) << *line;
+
+  ASSERT_TRUE(wait_shim_ready(s, kEventTimeout)) << verbose(s);
+  const auto ready_us = sandbox::monotonic_us();
+  const auto passed = s.first_event("UpstreamPassed");
+  ASSERT_TRUE(passed) << "no UpstreamPassed event";
+  std::cout << fmt::format("FIGURES upstream_start_to_ready_ms={:.1f} (rise=3, interval=300ms)",
+                           ms_between(started_us, ready_us))
+            << std::endl;
+  // Three passes a full interval apart take at least two intervals.
+  EXPECT_GE(ms_between(started_us, ready_us), 600.0);
+  EXPECT_EQ(s.count_events("UpstreamPassed"), 1u);
+  EXPECT_EQ(s.count_events("TargetRunning"), 1u);
+}
+
+// Issue 9, item 7: a file the probe needs that is missing does not stop the shim (on a node being
+// installed it may appear later): the check stays failed with the file and the reason, one
+// WARNING says so, and the file is tried again at every interval.
+TEST_F(ShimChecks, AMissingTokenFileIsWarnedOnceAndTriedAgain) {
+  auto api = start_apiserver("kube-apiserver", api_delay("30s"));
+  const auto token = sb().path("token");
+  auto o = with_upstream(api, {});
+  o.extra_flags.push_back("--upstream-token-file=" + token.string());
+  auto s = start_shim(o, /*wait_ready=*/false);
+  std::this_thread::sleep_for(1s);  // five intervals
+  auto r = wait_shim_answer(s, "/readyz?verbose");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503u) << r->body;
+  const auto line = readyz_check_line(r->body, "upstream");
+  ASSERT_TRUE(line) << r->body;
+  EXPECT_NE(line->find(token.string() + ": No such file or directory"), std::string::npos) << *line;
+  std::size_t warnings = 0;
+  for (const auto& l : sandbox::read_lines(s.log)) {
+    if (l.find("\"level\":\"warning\"") != std::string::npos &&
+        l.find(token.string()) != std::string::npos) {
+      ++warnings;
+    }
+  }
+  EXPECT_EQ(warnings, 1u) << "one WARNING for the missing file, not one per probe";
+
+  std::ofstream(token) << "a-token\n";
+  EXPECT_TRUE(wait_shim_ready(s, kEventTimeout)) << verbose(s);
+}
+
+// A hang of about two probes is one failure (two if the machine is slow): with fall=3 the node
+// stays in. The probe in flight when the hang starts waits 350 to 550ms, past its 300ms timeout;
+// the next one starts at once and is answered when the hang ends, within its timeout.
+TEST_F(ShimChecks, AShortHangStaysReady) {
+  auto api = start_apiserver("kube-apiserver", api_delay("30s"));
+  auto s = start_shim(with_upstream(api, {}));
+  ASSERT_FALSE(HasFailure());
+  sandbox::http_prober prober(s.port);
+  api.process->signal(SIGSTOP);
+  std::this_thread::sleep_for(550ms);
+  api.process->signal(SIGCONT);
+  std::this_thread::sleep_for(1s);
+  prober.stop();
+  sandbox::http_client client(s.port);
+  const auto metrics = client.get("/metrics");
+  ASSERT_TRUE(metrics.ok);
+  const auto timeouts = labelled_value(
+      metrics.body, "shutdown_shim_upstream_probe_failures_total{reason=\"timeout\"}");
+  ASSERT_TRUE(timeouts) << metrics.body;
+  EXPECT_GE(*timeouts, 1.0) << "the hang did not make a probe fail; the test proves nothing";
+  std::cout << fmt::format("FIGURES short_hang_probe_timeouts={}", *timeouts) << std::endl;
+  EXPECT_FALSE(prober.first_failure_at()) << "a transient failure flipped the node";
+  EXPECT_EQ(s.count_events("UpstreamFailed"), 0u);
+}
+
+// The apiserver's own /readyz answers 500 once it has a SIGTERM (sent here directly, not by the
+// shim): unready within fall x interval + timeout.
+TEST_F(ShimChecks, PersistentFailureTurnsUnready) {
+  auto api = start_apiserver("kube-apiserver", api_delay("60s"));
+  auto s = start_shim(with_upstream(api, {}));
+  ASSERT_FALSE(HasFailure());
+  const auto t0 = sandbox::monotonic_us();
+  api.process->signal(SIGTERM);
+  auto polled = poll_until(s, 503, 30s);
+  ASSERT_TRUE(polled.answer) << verbose(s);
+  const double ms = ms_between(t0, polled.answer->at_us);
+  std::cout << fmt::format(
+                   "FIGURES upstream_500_to_503_ms={:.1f} window_ms={} (fall 3 x interval 200ms + "
+                   "timeout 300ms)",
+                   ms, 3 * 200 + 300)
+            << std::endl;
+  EXPECT_LT(ms, 10'000.0) << "far beyond fall x interval + timeout";
+  const auto line = readyz_check_line(polled.answer->body, "upstream");
+  ASSERT_TRUE(line) << polled.answer->body;
+  EXPECT_TRUE(line->starts_with("[-]upstream failed: 3 consecutive failures, last: status 500 at "))
+      << *line;
+  EXPECT_EQ(readyz_check_line(polled.answer->body, "target"),
+            "[+]target ok: fake_apiserver (pid " + std::to_string(*api.pid()) + ")");
+  const auto failed = wait_event(s, "UpstreamFailed", 5s);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->cause, "status 500");
+}
+
+// A hung apiserver (SIGSTOP): every probe times out; unready within fall x (interval + timeout),
+// while /readyz itself never waits for the upstream.
+TEST_F(ShimChecks, HangTurnsUnreadyWhileReadyzStaysFast) {
+  auto api = start_apiserver("kube-apiserver", api_delay("30s"));
+  // A 1s timeout, so that a /readyz that waited for the hung probe would take up to a second.
+  upstream_options u;
+  u.timeout = "1s";
+  auto s = start_shim(with_upstream(api, u));
+  ASSERT_FALSE(HasFailure());
+  const auto t0 = sandbox::monotonic_us();
+  api.process->signal(SIGSTOP);
+  auto polled = poll_until(s, 503, 30s);
+  const auto at = sandbox::monotonic_us();
+  api.process->signal(SIGCONT);
+  ASSERT_TRUE(polled.answer) << verbose(s);
+  std::cout
+      << fmt::format(
+             "FIGURES upstream_hang_to_503_ms={:.1f} window_ms={} readyz_max_latency_ms={:.2f} "
+             "requests={}",
+             ms_between(t0, at), 3 * (200 + 1000), polled.max_latency_ms, polled.requests)
+      << std::endl;
+  EXPECT_LT(ms_between(t0, at), 15'000.0);
+  // A hung upstream never holds /readyz: far below the probe timeout, on a noisy machine.
+  EXPECT_LT(polled.max_latency_ms, 500.0);
+  const auto line = readyz_check_line(polled.answer->body, "upstream");
+  ASSERT_TRUE(line);
+  EXPECT_TRUE(
+      line->starts_with("[-]upstream failed: 3 consecutive failures, last: timeout after "
+                        "1s at "))
+      << *line;
+}
+
+// SIGKILL of kube-apiserver: the pidfd says so at once, long before the upstream could (its
+// interval here is far longer than the bound); a restarted apiserver makes the node ready again
+// once it is found and has passed `rise` probes.
+TEST_F(ShimChecks, KilledTargetIsUnreadyAtOnceAndARestartBringsItBack) {
+  auto api = start_apiserver("kube-apiserver", api_delay("30s"));
+  const auto port = api.port();
+  upstream_options u;
+  u.interval = "500ms";
+  auto s = start_shim(with_upstream(api, u));
+  ASSERT_FALSE(HasFailure());
+  const pid_t old_pid = *api.pid();
+  const auto t0 = sandbox::monotonic_us();
+  api.process->signal(SIGKILL);
+  auto polled = poll_until(s, 503, 30s);
+  ASSERT_TRUE(polled.answer);
+  std::cout << fmt::format("FIGURES target_sigkill_to_503_ms={:.2f} (polled every ~1ms)",
+                           ms_between(t0, polled.answer->at_us))
+            << std::endl;
+  // The first 503 names the target, not the upstream, which needs 3 failed probes 500ms apart.
+  const auto target = readyz_check_line(polled.answer->body, "target");
+  ASSERT_TRUE(target) << polled.answer->body;
+  EXPECT_TRUE(target->starts_with(
+      fmt::format("[-]target failed: fake_apiserver (pid {}) exited at ", old_pid)))
+      << *target;
+  EXPECT_TRUE(readyz_check_line(polled.answer->body, "upstream")->starts_with("[+]upstream ok"))
+      << polled.answer->body;
+  const auto lost = wait_event(s, "TargetLost", 5s);
+  ASSERT_TRUE(lost);
+  EXPECT_NE(lost->line.find(fmt::format("\"target_pid\":\"{}\"", old_pid)), std::string::npos)
+      << lost->line;
+
+  // The same apiserver again (same port and pidfile), as kubelet restarts a static pod.
+  apiserver_options again = api_delay("30s");
+  again.extra = {fmt::format("--listen=127.0.0.1:{}", port)};
+  auto api2 = start_apiserver("kube-apiserver", again);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_shim_ready(s, kEventTimeout)) << verbose(s);
+  EXPECT_EQ(s.count_events("TargetRunning"), 2u);
+  const auto body = verbose(s);
+  EXPECT_EQ(readyz_check_line(body, "target"),
+            fmt::format("[+]target ok: fake_apiserver (pid {})", *api2.pid()));
+  EXPECT_EQ(api2.signals().size(), 0u);
+}
+
+// Wrapper mode: the child's exit outside a shutdown still ends the shim with its code, and the
+// target check and the event say how it ended (only a child's status can be known).
+TEST_F(ShimChecks, AWrappedChildKilledIsTargetLostWithItsSignal) {
+  auto api = describe_apiserver("kube-apiserver", api_delay("1s"));
+  shim_options o;
+  o.drain_delay = "1s";
+  o.exit_timeout = "5s";
+  o.wrapped_command = api.argv;
+  auto s = start_shim(o);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_apiserver_listening(api));
+  const auto pid = api.pid();
+  ASSERT_TRUE(pid);
+  const auto body = verbose(s);
+  EXPECT_EQ(readyz_check_line(body, "target"),
+            fmt::format("[+]target ok: fake_apiserver (pid {})", *pid))
+      << body;
+  ::kill(*pid, SIGKILL);  // the shim's child: started (indirectly) by this test
+  auto status = s.process->wait_for_exit(kEventTimeout);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(sandbox::shell_exit_code(*status), 137) << sandbox::describe_wait_status(*status);
+  const auto lost = s.first_event("TargetLost");
+  ASSERT_TRUE(lost) << "no TargetLost event";
+  EXPECT_NE(lost->message.find(
+                fmt::format("(pid {}) exited, killed by SIGKILL (exit code 137) at ", *pid)),
+            std::string::npos)
+      << lost->message;
+}
+
+// A reboot through the sandbox's real logind with the upstream check on: 503 at once, exactly one
+// SIGTERM, and no probing during the drain (the apiserver's own 500s after its SIGTERM are
+// expected, and counted as nothing).
+TEST_F(ShimChecks, RebootIsUnreadyAtOnceWithOneSignal) {
+  auto api = start_apiserver("kube-apiserver", api_delay("1s"));
+  auto s = start_shim(with_upstream(api, {}));
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_shim_lock(true));
+  sandbox::http_prober prober(s.port);
+  auto r = reboot_and_observe(api, prober);
+  report(r);
+  ASSERT_TRUE(r.start) << "logind never started reboot.target";
+  EXPECT_TRUE(r.first_503_us) << "/readyz never answered 503 during the hold";
+  EXPECT_EQ(api.signals().size(), 1u) << "the target must get exactly one signal";
+  EXPECT_EQ(s.count_events("SignalForwarded"), 1u);
+  EXPECT_EQ(s.count_events("UpstreamFailed"), 0u) << "probing went on during the drain";
+  EXPECT_EQ(s.count_events("TargetLost"), 0u) << "the signalled target's exit is no loss";
+}
+
+}  // namespace
+}  // namespace shim_it
