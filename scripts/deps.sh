@@ -45,3 +45,28 @@ setup_fuzz_build() {
   fi
   meson compile -C "$dir"
 }
+
+# Puts Prometheus' promtool on PATH (the unit tests check /metrics with `promtool check metrics`).
+# Only the binary is needed, so it is taken out of Debian's prometheus package into a cache rather
+# than installing the package, whose postinst would start a Prometheus server on the machine.
+promtool_cache=/var/cache/shutdown-shim/prometheus
+provide_promtool() {
+  if command -v promtool >/dev/null; then return 0; fi
+  if [ ! -x "$promtool_cache/usr/bin/promtool" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "need root to fetch promtool (or put it on PATH yourself)" >&2
+      return 1
+    fi
+    local tmp
+    tmp=$(mktemp -d)
+    chmod 755 "$tmp"  # apt-get download runs as _apt
+    (cd "$tmp" && apt-get -o DPkg::Lock::Timeout=600 download -q prometheus >/dev/null) ||
+      { apt-get -o DPkg::Lock::Timeout=600 update -q &&
+        (cd "$tmp" && apt-get download -q prometheus >/dev/null); } ||
+      { rm -rf "$tmp"; return 1; }
+    mkdir -p "$promtool_cache"
+    dpkg-deb -x "$tmp"/prometheus_*.deb "$promtool_cache"
+    rm -rf "$tmp"
+  fi
+  export PATH="$PATH:$promtool_cache/usr/bin"
+}
