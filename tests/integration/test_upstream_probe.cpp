@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <boost/asio/io_context.hpp>
@@ -116,6 +117,7 @@ class UpstreamProbe : public ::testing::Test {
     bool require_client_cert = false;
     std::string token{};  // required bearer token, when not empty
     std::uint16_t port = 0;
+    bool close_connections = false;
   };
 
   // Starts fake_apiserver and waits until it listens.
@@ -136,6 +138,7 @@ class UpstreamProbe : public ::testing::Test {
     }
     if (o.client_ca) argv.push_back("--client-ca-file=" + pki().client_ca.string());
     if (o.require_client_cert) argv.push_back("--require-client-cert");
+    if (o.close_connections) argv.push_back("--close-connections");
     if (!o.token.empty()) {
       f.token = path("apiserver-token");
       write_atomically(f.token, o.token + "\n");
@@ -162,6 +165,13 @@ class UpstreamProbe : public ::testing::Test {
     s.interval = kInterval;
     s.timeout = 2s;
     return s;
+  }
+  // For the tests that run over both: the good server certificate, or none.
+  std::optional<sandbox::cert_and_key> server_cert_if(bool tls) const {
+    return tls ? std::optional(pki().server) : std::nullopt;
+  }
+  upstream_settings http_or_https(const fake_apiserver& f, bool tls) const {
+    return tls ? https(f) : settings("http://127.0.0.1:" + std::to_string(f.port) + "/readyz");
   }
   upstream_settings https(const fake_apiserver& f, const std::string& host = "127.0.0.1") const {
     auto s = settings("https://" + host + ":" + std::to_string(f.port) + "/readyz");
@@ -368,11 +378,8 @@ TEST_F(UpstreamProbe, ConnectionRefused) {
 TEST_F(UpstreamProbe, KeepAliveAcrossProbes) {
   for (const bool tls : {false, true}) {
     SCOPED_TRACE(tls ? "https" : "http");
-    std::optional<sandbox::cert_and_key> cert;
-    if (tls) cert = pki().server;
-    auto f = start_fake({.tls = cert});
-    const auto s =
-        tls ? https(f) : settings("http://127.0.0.1:" + std::to_string(f.port) + "/readyz");
+    auto f = start_fake({.tls = server_cert_if(tls)});
+    const auto s = http_or_https(f, tls);
     const auto seen = run_probes(s, 5, [&](unsigned i) {
       if (i == 1) f.readyz("500");  // an answer other than 200 keeps the connection
       if (i == 2) f.readyz("200");
@@ -382,6 +389,31 @@ TEST_F(UpstreamProbe, KeepAliveAcrossProbes) {
     EXPECT_TRUE(seen[4].outcome.pass());
     EXPECT_EQ(f.connections(), 1u) << "five probes, one connection";
   }
+}
+
+TEST_F(UpstreamProbe, ServerThatClosesEachConnection) {
+  // "Connection: close" on every answer: each probe on a new connection, none a failure.
+  auto f = start_fake({.tls = pki().server, .close_connections = true});
+  const auto seen = run_probes(https(f), 3);
+  for (const auto& o : seen) expect_pass(o.outcome);
+  EXPECT_EQ(f.connections(), 3u);
+}
+
+TEST_F(UpstreamProbe, StoppedApiserverIsATimeoutThenPassesAgain) {
+  // SIGSTOP: the kernel still completes TCP handshakes, nothing answers (TLS nor HTTP), on the
+  // kept-alive connection and on a new one alike.
+  auto f = start_fake({.tls = pki().server});
+  auto s = https(f);
+  s.timeout = 300ms;
+  const auto seen = run_probes(s, 4, [&](unsigned i) {
+    if (i == 0) f.process.signal(SIGSTOP);
+    if (i == 2) f.process.signal(SIGCONT);
+  });
+  ASSERT_EQ(seen.size(), 4u);
+  expect_pass(seen[0].outcome);
+  expect_failure(seen[1].outcome, probe_failure::timeout, "timeout after 300ms");
+  expect_failure(seen[2].outcome, probe_failure::timeout, "timeout after 300ms");
+  expect_pass(seen[3].outcome);
 }
 
 TEST_F(UpstreamProbe, NewConnectionAfterATimeout) {
@@ -405,16 +437,13 @@ TEST_F(UpstreamProbe, RestartedApiserverPassesAtTheFirstProbe) {
   // same timeout, makes that probe a pass rather than a spurious failure.
   for (const bool tls : {false, true}) {
     SCOPED_TRACE(tls ? "https" : "http");
-    std::optional<sandbox::cert_and_key> cert;
-    if (tls) cert = pki().server;
-    auto f = start_fake({.tls = cert});
-    const auto s =
-        tls ? https(f) : settings("http://127.0.0.1:" + std::to_string(f.port) + "/readyz");
+    auto f = start_fake({.tls = server_cert_if(tls)});
+    const auto s = http_or_https(f, tls);
     const auto port = f.port;
     const auto seen = run_probes(s, 3, [&](unsigned i) {
       if (i != 0) return;
       f.process.stop();
-      f = start_fake({.tls = cert, .port = port});
+      f = start_fake({.tls = server_cert_if(tls), .port = port});
     });
     for (const auto& o : seen) expect_pass(o.outcome);
   }
@@ -471,12 +500,9 @@ TEST_F(UpstreamProbe, StoppedOrDestroyedMidProbe) {
   for (const bool tls : {false, true}) {
     for (const bool destroy : {false, true}) {
       SCOPED_TRACE(fmt::format("{} {}", tls ? "https" : "http", destroy ? "destroyed" : "stopped"));
-      std::optional<sandbox::cert_and_key> cert;
-      if (tls) cert = pki().server;
-      auto f = start_fake({.tls = cert});
+      auto f = start_fake({.tls = server_cert_if(tls)});
       f.readyz("hang");
-      const auto s =
-          tls ? https(f) : settings("http://127.0.0.1:" + std::to_string(f.port) + "/readyz");
+      const auto s = http_or_https(f, tls);
       boost::asio::io_context io;
       std::vector<probe_outcome> seen;
       auto probe = std::make_unique<shim::upstream_probe>(

@@ -25,6 +25,8 @@
 //    the next request sees it, no signal races. A shutdown's 500 wins over "200".
 // Every signal is appended to --signal-log as "SIGNAME monotonic_us"; milestones go to
 // --lifecycle-log as "WORD monotonic_us [detail]" (LISTENING, UNREADY, STOPPED_LISTENING, EXIT).
+// --close-connections: every answer says "Connection: close" and the connection is closed after it
+// (a server or proxy that does not keep connections alive).
 // --connection-log gets "ACCEPTED monotonic_us PEER_PORT" for each connection and
 // "HANDSHAKE_FAILED monotonic_us REASON" for each failed TLS handshake (tests count connections).
 // Single-threaded Boost.Asio; signals arrive through asio::signal_set, so the logs are written from
@@ -171,6 +173,7 @@ struct options {
   bool require_client_cert = false;
   std::string token_file;
   std::string readyz_control;
+  bool close_connections = false;
 };
 
 // A small file's whole content, or nullopt if it cannot be read (missing: the default applies).
@@ -513,7 +516,8 @@ void session::respond() {
 }
 
 void session::write() {
-  response_.keep_alive(request_.keep_alive() && !server_.closing());
+  response_.keep_alive(request_.keep_alive() && !server_.closing() &&
+                       !server_.opts().close_connections);
   with_stream([this](auto& stream) {
     http::async_write(stream, response_,
                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
@@ -535,6 +539,7 @@ void session::write() {
              "         [--signal-log=PATH] [--lifecycle-log=PATH] [--shutdown-delay=DURATION]\n"
              "         [--name=NAME] [--ignore-sigterm] [--exit-code=N] [--request-time=D]\n"
              "         [--connection-log=PATH] [--readyz-control=PATH] [--token-file=PATH]\n"
+             "         [--close-connections]\n"
              "         [--tls-cert-file=PATH --tls-private-key-file=PATH [--client-ca-file=PATH\n"
              "          [--require-client-cert]]]\n",
              error);
@@ -587,6 +592,8 @@ options parse(int argc, char** argv) {
         o.token_file = *v;
       } else if (auto v = value("--readyz-control")) {
         o.readyz_control = *v;
+      } else if (arg == "--close-connections") {
+        o.close_connections = true;
       } else if (arg == "--require-client-cert") {
         o.require_client_cert = true;
       } else if (arg == "--ignore-sigterm") {
