@@ -9,12 +9,15 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cerrno>
+#include <concepts>
 #include <cstring>
+#include <utility>
 
 #include "config.hpp"
 #include "unique_fd.hpp"
@@ -68,6 +71,19 @@ upstream_probe::upstream_probe(asio::io_context& io, const upstream_settings& se
 
 upstream_probe::~upstream_probe() { stop(); }
 
+template <typename Handler>
+auto upstream_probe::guarded(unsigned generation, Handler handler) {
+  return [
+    this, life = std::weak_ptr<const bool>(lifetime_), held = connection_, generation,
+    handler = std::move(handler)
+  ](auto&&... args) mutable
+      // Constrained, so that Asio sees which completion signatures it takes.
+      requires std::invocable<Handler&, decltype(args)...> {
+    if (life.expired() || generation != generation_) return;
+    handler(std::forward<decltype(args)>(args)...);
+  };
+}
+
 void upstream_probe::start() {
   running_ = true;
   probe();
@@ -80,17 +96,17 @@ void upstream_probe::stop() {
   close_connection();
 }
 
-beast::tcp_stream& upstream_probe::lowest_layer() {
-  return tls_ ? beast::get_lowest_layer(*tls_) : *plain_;
+beast::tcp_stream& upstream_probe::connection::lowest() {
+  return tls ? beast::get_lowest_layer(*tls) : *plain;
 }
 
 void upstream_probe::close_connection() {
-  connected_ = false;
+  if (!connection_) return;
+  // Closing aborts what is in flight; the aborted operations hold the connection until they
+  // have run, so it is dropped here, not destroyed.
   beast::error_code ignored;
-  if (tls_) beast::get_lowest_layer(*tls_).socket().close(ignored);
-  if (plain_) plain_->socket().close(ignored);
-  tls_.reset();
-  plain_.reset();
+  connection_->lowest().socket().close(ignored);
+  connection_.reset();
 }
 
 void upstream_probe::probe() {
@@ -98,8 +114,14 @@ void upstream_probe::probe() {
   const unsigned generation = ++generation_;
   started_ = clock::now();
   retried_ = false;
-  if (auto problem = refresh_files()) return fail(generation, probe_failure::config, *problem);
-  if (connected_) {
+  if (auto problem = refresh_files()) {
+    // Delivered from the loop, never from inside start() (result.hpp's convention; found by
+    // UpstreamProbe.NoOutcomeFromInsideStart).
+    return asio::post(io_, guarded(generation, [this, generation, problem = std::move(*problem)] {
+                        fail(generation, probe_failure::config, problem);
+                      }));
+  }
+  if (connection_ && connection_->open) {
     reused_ = true;
     return send(generation);
   }
@@ -107,34 +129,36 @@ void upstream_probe::probe() {
 }
 
 std::optional<std::string> upstream_probe::refresh_files() {
-  bool changed = !files_loaded_;
   for (watched_file* f : {&ca_, &cert_, &key_, &token_file_}) {
     if (f->path.empty()) continue;
+    bool& loaded = f == &token_file_ ? token_loaded_ : tls_files_loaded_;
     struct stat st {};
     if (::stat(f->path.c_str(), &st) != 0) {
-      files_loaded_ = false;
+      loaded = false;
       return fmt::format("{}: {}", f->path, std::strerror(errno));
     }
     const std::int64_t mtime_ns =
         static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     if (st.st_dev != f->dev || st.st_ino != f->ino || st.st_size != f->size ||
         mtime_ns != f->mtime_ns) {
-      changed = true;
+      loaded = false;
       f->dev = st.st_dev;
       f->ino = st.st_ino;
       f->size = st.st_size;
       f->mtime_ns = mtime_ns;
     }
   }
-  if (!changed) return std::nullopt;
-  files_loaded_ = false;
-  // New credentials: a connection made with the old ones goes.
-  close_connection();
-  if (settings_.url.tls) {
+  if (!tls_files_loaded_ && settings_.url.tls) {
+    // New trust or credentials: a connection made with the old ones goes. A new token needs
+    // no new connection (UpstreamProbe.RotatedTokenIsReadAgain counts them).
+    close_connection();
     if (auto problem = load_tls_context()) return problem;
   }
-  if (auto problem = load_token()) return problem;
-  files_loaded_ = true;
+  tls_files_loaded_ = true;
+  if (!token_loaded_) {
+    if (auto problem = load_token()) return problem;
+  }
+  token_loaded_ = true;
   return std::nullopt;
 }
 
@@ -204,9 +228,10 @@ void upstream_probe::connect() {
   const unsigned generation = generation_;
   reused_ = false;
   close_connection();
+  connection_ = std::make_shared<connection>();
   if (settings_.url.tls) {
-    tls_.emplace(io_, *tls_context_);
-    SSL* handle = tls_->native_handle();
+    connection_->tls.emplace(io_, *tls_context_);
+    SSL* handle = connection_->tls->native_handle();
     const std::string& name =
         settings_.server_name.empty() ? settings_.url.host : settings_.server_name;
     beast::error_code not_ip;
@@ -223,75 +248,76 @@ void upstream_probe::connect() {
     // SNI carries names only (RFC 6066).
     if (not_ip) SSL_set_tlsext_host_name(handle, name.c_str());
   } else {
-    plain_.emplace(io_);
+    connection_->plain.emplace(io_);
   }
-  auto& stream = lowest_layer();
+  auto& stream = connection_->lowest();
   stream.expires_at(started_ + settings_.timeout);
-  stream.async_connect(endpoints_, [this, generation](beast::error_code ec, const tcp::endpoint&) {
-    on_connected(generation, ec);
-  });
+  stream.async_connect(endpoints_, guarded(generation, [this, generation](beast::error_code ec,
+                                                                          const tcp::endpoint&) {
+                         on_connected(generation, ec);
+                       }));
 }
 
 void upstream_probe::on_connected(unsigned generation, beast::error_code ec) {
-  if (generation != generation_) return;
   if (ec) {
     const auto o = describe(ec, false);
     return fail(generation, o.failure, o.error);
   }
-  if (!tls_) {
-    connected_ = true;
+  if (!connection_->tls) {
+    connection_->open = true;
     return send(generation);
   }
-  tls_->async_handshake(ssl::stream_base::client, [this, generation](beast::error_code ec) {
-    if (generation != generation_) return;
-    if (ec) {
-      const auto o = describe(ec, true);
-      return fail(generation, o.failure, o.error);
-    }
-    connected_ = true;
-    send(generation);
-  });
+  connection_->tls->async_handshake(ssl::stream_base::client,
+                                    guarded(generation, [this, generation](beast::error_code ec) {
+                                      if (ec) {
+                                        const auto o = describe(ec, true);
+                                        return fail(generation, o.failure, o.error);
+                                      }
+                                      connection_->open = true;
+                                      send(generation);
+                                    }));
 }
 
 void upstream_probe::send(unsigned generation) {
-  request_ = {};
-  request_.method(http::verb::get);
-  request_.target(settings_.url.target);
-  request_.version(11);
-  request_.set(http::field::host, host_header_);
-  request_.set(http::field::user_agent, "shutdown-shim/" SHUTDOWN_SHIM_VERSION);
-  request_.set(http::field::accept, "*/*");
-  if (!token_.empty()) request_.set(http::field::authorization, "Bearer " + token_);
-  parser_.emplace();
-  parser_->header_limit(kMaxHeader);
-  parser_->body_limit(kMaxBody);
-  buffer_.clear();
-  lowest_layer().expires_at(started_ + settings_.timeout);
-  const auto on_read = [this, generation](beast::error_code ec, std::size_t) {
-    on_answer(generation, ec);
-  };
-  const auto on_written = [this, generation, on_read](beast::error_code ec, std::size_t) {
-    if (generation != generation_) return;
+  connection& c = *connection_;
+  c.request = {};
+  c.request.method(http::verb::get);
+  c.request.target(settings_.url.target);
+  c.request.version(11);
+  c.request.set(http::field::host, host_header_);
+  c.request.set(http::field::user_agent, "shutdown-shim/" SHUTDOWN_SHIM_VERSION);
+  c.request.set(http::field::accept, "*/*");
+  if (!token_.empty()) c.request.set(http::field::authorization, "Bearer " + token_);
+  c.parser.emplace();
+  c.parser->header_limit(kMaxHeader);
+  c.parser->body_limit(kMaxBody);
+  c.buffer.clear();
+  c.lowest().expires_at(started_ + settings_.timeout);
+  const auto on_written = [this, generation](beast::error_code ec, std::size_t) {
     if (ec) return on_answer(generation, ec);
-    if (tls_) return http::async_read(*tls_, buffer_, *parser_, on_read);
-    http::async_read(*plain_, buffer_, *parser_, on_read);
+    auto on_read = guarded(generation, [this, generation](beast::error_code ec, std::size_t) {
+      on_answer(generation, ec);
+    });
+    connection& c = *connection_;
+    if (c.tls) return http::async_read(*c.tls, c.buffer, *c.parser, std::move(on_read));
+    http::async_read(*c.plain, c.buffer, *c.parser, std::move(on_read));
   };
-  if (tls_) return http::async_write(*tls_, request_, on_written);
-  http::async_write(*plain_, request_, on_written);
+  if (c.tls) return http::async_write(*c.tls, c.request, guarded(generation, on_written));
+  http::async_write(*c.plain, c.request, guarded(generation, on_written));
 }
 
 void upstream_probe::on_answer(unsigned generation, beast::error_code ec) {
-  if (generation != generation_) return;
   if (ec) {
-    // A kept-alive connection the server has closed meanwhile: once more on a new one.
-    if (reused_ && !retried_ && !parser_->got_some() && ec != beast::error::timeout) {
+    // A kept-alive connection the server has closed meanwhile (a restart, an idle timeout): once
+    // more on a new one, within the same timeout (UpstreamProbe.RestartedApiserverPasses...).
+    if (reused_ && !retried_ && !connection_->parser->got_some() && ec != beast::error::timeout) {
       retried_ = true;
       return connect();
     }
     const auto o = describe(ec, false);
     return fail(generation, o.failure, o.error);
   }
-  const auto& response = parser_->get();
+  const auto& response = connection_->parser->get();
   probe_outcome outcome;
   outcome.status = response.result_int();
   if (outcome.status != 200) {
@@ -312,14 +338,15 @@ void upstream_probe::finish(probe_outcome outcome) {
   ++generation_;  // late completions of this probe are stale now
   const auto now = clock::now();
   outcome.duration = now - started_;
-  if (connected_) lowest_layer().expires_never();
+  if (connection_) connection_->lowest().expires_never();
   if (handlers_.probed) handlers_.probed(outcome);
   if (!running_) return;
   // One probe at a time, each starting no earlier than the interval after the one before.
   next_.expires_at(std::max(now, started_ + settings_.interval));
-  next_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) probe();
-  });
+  next_.async_wait(
+      [this, life = std::weak_ptr<const bool>(lifetime_)](const boost::system::error_code& ec) {
+        if (!ec && !life.expired()) probe();
+      });
 }
 
 probe_outcome upstream_probe::describe(beast::error_code ec, bool handshake) {
@@ -331,8 +358,9 @@ probe_outcome upstream_probe::describe(beast::error_code ec, bool handshake) {
     return {.failure = probe_failure::refused, .error = "connection refused"};
   }
   if (handshake) {
-    if (tls_) {
-      const long verify = SSL_get_verify_result(tls_->native_handle());
+    // Skipping verification records the verdict all the same; it is not why a handshake failed.
+    if (connection_->tls && !settings_.insecure_skip_verify) {
+      const long verify = SSL_get_verify_result(connection_->tls->native_handle());
       if (verify != X509_V_OK) {
         return {.failure = probe_failure::tls,
                 .error = std::string("certificate verify failed: ") +
@@ -340,6 +368,12 @@ probe_outcome upstream_probe::describe(beast::error_code ec, bool handshake) {
       }
     }
     return {.failure = probe_failure::tls, .error = "TLS handshake: " + first_line(ec.message())};
+  }
+  // In TLS 1.3 the client's handshake is over before the server has checked the client
+  // certificate: its refusal ("tlsv13 alert certificate required", "tlsv1 alert unknown ca")
+  // arrives with the answer (UpstreamProbe.MutualTlsRequired).
+  if (ec.category() == asio::error::get_ssl_category()) {
+    return {.failure = probe_failure::tls, .error = "TLS: " + first_line(ec.message())};
   }
   if (ec.category() == http::make_error_code(http::error::end_of_stream).category() ||
       ec == asio::error::eof) {

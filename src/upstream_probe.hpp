@@ -6,6 +6,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -79,6 +80,26 @@ class upstream_probe {
     std::int64_t mtime_ns = -1;
   };
 
+  // One connection: its stream and what its operations read and write. Every operation started
+  // on it holds it, so it can be dropped (stop(), an error, new credentials) or the probe
+  // destroyed while one is in flight: the aborted operation still finds its stream, engine and
+  // buffers (UpstreamProbe.StoppedOrDestroyedMidProbe, under ASan).
+  struct connection {
+    std::optional<plain_stream> plain;
+    std::optional<tls_stream> tls;
+    bool open = false;  // connected (and TLS done): kept alive for the next probe
+    boost::beast::flat_buffer buffer;
+    boost::beast::http::request<boost::beast::http::empty_body> request;
+    std::optional<boost::beast::http::response_parser<boost::beast::http::string_body>> parser;
+
+    boost::beast::tcp_stream& lowest();
+  };
+
+  // A completion handler that runs only while this probe exists and is still at this
+  // generation; it keeps the connection alive until it has run.
+  template <typename Handler>
+  auto guarded(unsigned generation, Handler handler);
+
   void probe();
   std::optional<std::string> refresh_files();
   std::optional<std::string> load_tls_context();
@@ -90,7 +111,6 @@ class upstream_probe {
   void fail(unsigned generation, probe_failure failure, std::string error);
   void finish(probe_outcome outcome);
   void close_connection();
-  boost::beast::tcp_stream& lowest_layer();
   probe_outcome describe(boost::beast::error_code ec, bool handshake);
 
   boost::asio::io_context& io_;
@@ -100,24 +120,21 @@ class upstream_probe {
   std::string host_header_;
 
   std::unique_ptr<boost::asio::ssl::context> tls_context_;
-  std::optional<plain_stream> plain_;
-  std::optional<tls_stream> tls_;
-  bool connected_ = false;
+  std::shared_ptr<connection> connection_;
   bool reused_ = false;  // this probe runs on a connection an earlier probe opened
   bool retried_ = false;
 
   watched_file ca_, cert_, key_, token_file_;
-  bool files_loaded_ = false;
+  bool tls_files_loaded_ = false;
+  bool token_loaded_ = false;
   std::string token_;
-
-  boost::beast::flat_buffer buffer_;
-  boost::beast::http::request<boost::beast::http::empty_body> request_;
-  std::optional<boost::beast::http::response_parser<boost::beast::http::string_body>> parser_;
 
   boost::asio::steady_timer next_;
   clock::time_point started_;
   unsigned generation_ = 0;  // completions of an earlier probe are stale
   bool running_ = false;
+  // Handlers hold it weakly: expired, the probe is gone.
+  std::shared_ptr<const bool> lifetime_ = std::make_shared<const bool>(true);
 };
 
 }  // namespace shim

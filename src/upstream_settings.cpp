@@ -3,11 +3,23 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 
 namespace shim {
 
 namespace {
+
+constexpr std::string_view kDefaultPath = "/readyz";
+
+bool starts_with_ignoring_case(std::string_view text, std::string_view prefix) {
+  return text.size() >= prefix.size() &&
+         std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) ==
+                  std::tolower(static_cast<unsigned char>(b));
+         });
+}
 
 bool is_ip_literal(const std::string& host, bool v6) {
   unsigned char binary[16];
@@ -24,27 +36,30 @@ std::string upstream_url::text() const {
 
 result<upstream_url> parse_upstream_url(std::string_view text) {
   using parsed = result<upstream_url>;
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    // Checked on the whole text first: a NUL in the host would otherwise end it for inet_pton
+    // ("127.0.0.1\0junk" accepted), and the host goes into the Host header.
+    if (byte <= 0x20 || byte >= 0x7F) {
+      return parsed::failure("a space, control or non-ASCII byte in the URL (percent-encode it)");
+    }
+  }
   upstream_url url;
   std::string_view rest = text;
-  if (rest.starts_with("https://")) {
+  if (starts_with_ignoring_case(rest, "https://")) {
     url.tls = true;
     rest.remove_prefix(8);
-  } else if (rest.starts_with("http://")) {
+  } else if (starts_with_ignoring_case(rest, "http://")) {
     rest.remove_prefix(7);
   } else {
     return parsed::failure("want an http:// or https:// URL, e.g. https://localhost:6443/readyz");
   }
   const auto path = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, path);
-  std::string_view target = path == std::string_view::npos ? "/" : rest.substr(path);
+  const std::string_view authority = rest.substr(0, path);
+  const std::string_view target = path == std::string_view::npos ? "" : rest.substr(path);
   if (target.find('#') != std::string_view::npos) return parsed::failure("a fragment is not sent");
-  if (target.front() == '?') url.target = "/";
+  url.target = target.starts_with('/') ? "" : std::string(kDefaultPath);
   url.target += target;
-  for (char c : url.target) {
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7F) {
-      return parsed::failure("the path has a space or a control character");
-    }
-  }
   if (authority.find('@') != std::string_view::npos) {
     return parsed::failure("no user info in the URL; use --upstream-token-file");
   }
@@ -64,7 +79,9 @@ result<upstream_url> parse_upstream_url(std::string_view text) {
     if (colon != std::string_view::npos) port = authority.substr(colon + 1);
   }
   if (url.host.empty()) return parsed::failure("no host");
-  if (url.host != "localhost" && !is_ip_literal(url.host, v6)) {
+  if (!v6 && url.host.size() == 9 && starts_with_ignoring_case(url.host, "localhost")) {
+    url.host = "localhost";
+  } else if (!is_ip_literal(url.host, v6)) {
     return parsed::failure(fmt::format(
         "{:?} is neither an IP address nor localhost (the upstream is this node's apiserver)",
         url.host));

@@ -14,7 +14,7 @@ struct upstream_url {
   bool tls = false;
   std::string host;  // an IP literal (without brackets) or "localhost"
   std::uint16_t port = 0;
-  std::string target;  // path and query, "/readyz"
+  std::string target;  // path and query, "/readyz?verbose"
 
   // "https://localhost:6443/readyz"
   std::string text() const;
@@ -22,6 +22,13 @@ struct upstream_url {
 
 // Only the node's own apiserver is probed, so the host is an IP literal or "localhost" (always the
 // loopback, RFC 6761): no resolver, whose getaddrinfo() would block the loop or need a thread.
+// - The scheme and "localhost" are case-insensitive (RFC 3986) and come out lower case; IPv6 goes
+//   in brackets; a missing or empty port is the scheme's (80, 443).
+// - A URL without a path probes "/readyz", not "/": the flag names the readiness endpoint, and
+//   kube-apiserver's "/" (a list of paths, 200 to any authenticated client) says nothing about
+//   readiness, so reading it as "/" would make a check that passes whatever the server's state.
+// - Refused: user info (use --upstream-token-file), a fragment, spaces, control bytes and
+//   non-ASCII bytes anywhere (a request target is ASCII: percent-encode), ports outside 1..65535.
 result<upstream_url> parse_upstream_url(std::string_view text);
 
 // The --upstream-* flags.

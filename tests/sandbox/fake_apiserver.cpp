@@ -9,8 +9,26 @@
 //    that requests are in flight when the process dies. When the shutdown delay is over it stops
 //    listening, closes idle connections and finishes the requests it is serving (with
 //    "Connection: close") before it exits, as the real server does.
+//  - --tls-cert-file and --tls-private-key-file: HTTPS instead of HTTP, TLS 1.2 or 1.3 (the
+//    apiserver's default minimum is 1.2). --client-ca-file: like kube-apiserver, a client
+//    certificate is requested and, when one is sent, verified against that CA (a bad one fails the
+//    handshake); --require-client-cert also refuses a handshake without one (mTLS required).
+//    Plain HTTP sent to the TLS port gets Go's "400 Bad Request" answer.
+//  - --token-file: anonymous requests are refused, as kube-apiserver with --anonymous-auth=false:
+//    every request needs "Authorization: Bearer <the file's content, trimmed>" or a verified client
+//    certificate (x509 authenticates first there), else 401 with kube's JSON Status body. The file
+//    is read at every request, so a test rotates the token by rewriting it.
+//  - --readyz-control: a file read at every /readyz request (before the answer is chosen):
+//    "200" or missing/empty answers as above, "500" answers 500 with an etcd check failed, "hang"
+//    reads the request and never answers (the connection stays open until the client goes or the
+//    server exits). A test switches it by rewriting the file (atomically), which is deterministic:
+//    the next request sees it, no signal races. A shutdown's 500 wins over "200".
 // Every signal is appended to --signal-log as "SIGNAME monotonic_us"; milestones go to
 // --lifecycle-log as "WORD monotonic_us [detail]" (LISTENING, UNREADY, STOPPED_LISTENING, EXIT).
+// --close-connections: every answer says "Connection: close" and the connection is closed after it
+// (a server or proxy that does not keep connections alive).
+// --connection-log gets "ACCEPTED monotonic_us PEER_PORT" for each connection and
+// "HANDSHAKE_FAILED monotonic_us REASON" for each failed TLS handshake (tests count connections).
 // Single-threaded Boost.Asio; signals arrive through asio::signal_set, so the logs are written from
 // the event loop rather than from a signal handler.
 
@@ -23,7 +41,10 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -32,16 +53,19 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <list>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -142,14 +166,74 @@ struct options {
   std::chrono::microseconds request_time{0};
   bool ignore_sigterm = false;
   int exit_code = 0;
+  std::string connection_log;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string client_ca_file;
+  bool require_client_cert = false;
+  std::string token_file;
+  std::string readyz_control;
+  bool close_connections = false;
 };
+
+// A small file's whole content, or nullopt if it cannot be read (missing: the default applies).
+std::optional<std::string> read_small_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text;
+}
+
+std::string trimmed(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+// What kube-apiserver does with --tls-cert-file, --tls-private-key-file and --client-ca-file
+// (Go's tls.VerifyClientCertIfGiven; RequireAndVerifyClientCert with --require-client-cert).
+std::unique_ptr<ssl::context> make_tls_context(const options& o) {
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    throw std::invalid_argument("--tls-cert-file and --tls-private-key-file go together");
+  }
+  if (o.tls_cert_file.empty()) {
+    if (!o.client_ca_file.empty() || o.require_client_cert) {
+      throw std::invalid_argument("--client-ca-file and --require-client-cert need TLS");
+    }
+    return nullptr;
+  }
+  auto context = std::make_unique<ssl::context>(ssl::context::tls_server);
+  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  context->use_certificate_chain_file(o.tls_cert_file);
+  context->use_private_key_file(o.tls_key_file, ssl::context::pem);
+  if (!o.client_ca_file.empty()) {
+    context->load_verify_file(o.client_ca_file);
+    // The CertificateRequest names the acceptable CAs, as Go's ClientCAs does.
+    SSL_CTX_set_client_CA_list(context->native_handle(),
+                               SSL_load_client_CA_file(o.client_ca_file.c_str()));
+    context->set_verify_mode(
+        ssl::verify_peer |
+        (o.require_client_cert ? ssl::verify_fail_if_no_peer_cert : ssl::verify_mode{}));
+  } else if (o.require_client_cert) {
+    throw std::invalid_argument("--require-client-cert needs --client-ca-file");
+  }
+  return context;
+}
 
 class server;
 
 class session : public std::enable_shared_from_this<session> {
  public:
-  session(tcp::socket socket, server& srv) : stream_(std::move(socket)), server_(srv) {}
-  void start() { read(); }
+  session(tcp::socket socket, server& srv, ssl::context* tls)
+      : stream_(std::move(socket)), server_(srv) {
+    if (tls) tls_.emplace(stream_, *tls);
+  }
+  void start() {
+    if (tls_) return handshake();
+    read();
+  }
   bool busy() const { return busy_; }
   void close() {
     service_timer_.cancel();
@@ -159,11 +243,20 @@ class session : public std::enable_shared_from_this<session> {
   }
 
  private:
+  // Runs op on the TLS stream when there is one, else on the TCP stream.
+  template <typename Op>
+  void with_stream(Op op) {
+    if (tls_) return op(*tls_);
+    op(stream_);
+  }
+  void handshake();
   void read();
   void respond();
+  bool authenticated();
   void write();
 
   beast::tcp_stream stream_;
+  std::optional<ssl::stream<beast::tcp_stream&>> tls_;
   asio::steady_timer service_timer_{stream_.get_executor()};
   bool busy_ = false;  // a request has been read and its answer is not written yet
   beast::flat_buffer buffer_;
@@ -181,7 +274,9 @@ class server {
         signals_(io, SIGTERM, SIGINT),
         timer_(io),
         signal_log_(opts.signal_log),
-        lifecycle_(opts.lifecycle_log) {}
+        lifecycle_(opts.lifecycle_log),
+        connections_(opts.connection_log),
+        tls_(make_tls_context(opts)) {}
 
   void start() {
     const tcp::endpoint endpoint(asio::ip::make_address(opts_.host), opts_.port);
@@ -207,12 +302,16 @@ class server {
   }
   const std::string& name() const { return opts_.name; }
   int exit_code() const { return exit_code_; }
+  const options& opts() const { return opts_; }
+  line_log& connections() { return connections_; }
 
  private:
   void accept() {
     acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
       if (ec) return;  // closed at the end of the shutdown delay
-      auto s = std::make_shared<session>(std::move(socket), *this);
+      beast::error_code ignored;
+      connections_.write("ACCEPTED", fmt::format("{}", socket.remote_endpoint(ignored).port()));
+      auto s = std::make_shared<session>(std::move(socket), *this, tls_.get());
       sessions_.remove_if([](const std::weak_ptr<session>& w) { return w.expired(); });
       sessions_.push_back(s);
       s->start();
@@ -303,6 +402,8 @@ class server {
   asio::steady_timer timer_;
   line_log signal_log_;
   line_log lifecycle_;
+  line_log connections_;
+  std::unique_ptr<ssl::context> tls_;
   std::list<std::weak_ptr<session>> sessions_;
   bool shutting_down_ = false;
   bool closing_ = false;
@@ -310,17 +411,54 @@ class server {
   int exit_code_ = 0;
 };
 
+void session::handshake() {
+  // A client that never finishes its handshake does not hold a session forever.
+  stream_.expires_after(std::chrono::seconds(10));
+  tls_->async_handshake(
+      ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+        self->stream_.expires_never();
+        if (!ec) return self->read();
+        self->server_.connections().write("HANDSHAKE_FAILED", ec.message());
+        if (ERR_GET_REASON(static_cast<unsigned long>(ec.value())) != SSL_R_HTTP_REQUEST) {
+          return self->close();
+        }
+        // Plain HTTP on the TLS port: Go's net/http answers this, then closes.
+        static constexpr std::string_view kAnswer =
+            "HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+        asio::async_write(self->stream_.socket(), asio::buffer(kAnswer),
+                          [self](beast::error_code, std::size_t) { self->close(); });
+      });
+}
+
 void session::read() {
   request_ = {};
-  http::async_read(stream_, buffer_, request_,
-                   [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                     if (ec) {
-                       self->close();
-                       return;
-                     }
-                     self->busy_ = true;
-                     self->respond();
-                   });
+  with_stream([this](auto& stream) {
+    http::async_read(stream, buffer_, request_,
+                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                       if (ec) {
+                         self->close();
+                         return;
+                       }
+                       self->busy_ = true;
+                       self->respond();
+                     });
+  });
+}
+
+// kube-apiserver's authenticators in their order: a verified client certificate, then a bearer
+// token; with anonymous auth off, neither is a 401.
+bool session::authenticated() {
+  const auto& opts = server_.opts();
+  if (opts.token_file.empty()) return true;
+  if (tls_) {
+    SSL* handle = tls_->native_handle();
+    if (SSL_get0_peer_certificate(handle) && SSL_get_verify_result(handle) == X509_V_OK) {
+      return true;
+    }
+  }
+  const auto token = read_small_file(opts.token_file);
+  if (!token || trimmed(*token).empty()) return false;
+  return request_[http::field::authorization] == "Bearer " + trimmed(*token);
 }
 
 void session::respond() {
@@ -328,20 +466,40 @@ void session::respond() {
   const std::string_view path = target.substr(0, target.find('?'));
   const bool head = request_.method() == http::verb::head;
   std::string body = "ok";
+  std::string content_type = "text/plain; charset=utf-8";
   http::status status = http::status::ok;
-  if (request_.method() != http::verb::get && !head) {
+  std::string control;
+  if (path == "/readyz" && !server_.opts().readyz_control.empty()) {
+    control = trimmed(read_small_file(server_.opts().readyz_control).value_or(""));
+  }
+  if (!authenticated()) {
+    status = http::status::unauthorized;
+    content_type = "application/json";
+    body = R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
+           R"("message":"Unauthorized","reason":"Unauthorized","code":401})"
+           "\n";
+  } else if (request_.method() != http::verb::get && !head) {
     status = http::status::method_not_allowed;
     body = "method not allowed";
   } else if (path == "/readyz" && !server_.ready()) {
     status = http::status::internal_server_error;
     body = "[+]ping ok\n[+]log ok\n[-]shutdown failed: reason withheld\nreadyz check failed\n";
+  } else if (control == "hang") {
+    // Never answered: the session lives on this wait until close() cancels it.
+    service_timer_.expires_at(asio::steady_timer::time_point::max());
+    service_timer_.async_wait([self = shared_from_this()](beast::error_code) { self->close(); });
+    return;
+  } else if (control == "500") {
+    status = http::status::internal_server_error;
+    body = "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\nreadyz check failed\n";
   }
   response_ = {};
   response_.version(request_.version());
   response_.result(status);
   response_.set(http::field::server, "fake-apiserver");
   response_.set("X-Backend", server_.name());
-  response_.set(http::field::content_type, "text/plain; charset=utf-8");
+  response_.set(http::field::cache_control, "no-cache, private");
+  response_.set(http::field::content_type, content_type);
   response_.set("X-Content-Type-Options", "nosniff");
   if (head) {
     response_.content_length(body.size());  // what GET would send, without the body
@@ -358,17 +516,20 @@ void session::respond() {
 }
 
 void session::write() {
-  response_.keep_alive(request_.keep_alive() && !server_.closing());
-  http::async_write(stream_, response_,
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                      self->busy_ = false;
-                      if (ec || !self->response_.keep_alive() || self->server_.closing()) {
-                        self->close();
-                        self->server_.request_done();
-                        return;
-                      }
-                      self->read();
-                    });
+  response_.keep_alive(request_.keep_alive() && !server_.closing() &&
+                       !server_.opts().close_connections);
+  with_stream([this](auto& stream) {
+    http::async_write(stream, response_,
+                      [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                        self->busy_ = false;
+                        if (ec || !self->response_.keep_alive() || self->server_.closing()) {
+                          self->close();
+                          self->server_.request_done();
+                          return;
+                        }
+                        self->read();
+                      });
+  });
 }
 
 [[noreturn]] void usage(const std::string& error) {
@@ -376,7 +537,11 @@ void session::write() {
              "fake_apiserver: {}\n"
              "usage: fake_apiserver --listen=HOST:PORT [--port-file=PATH] [--pidfile=PATH]\n"
              "         [--signal-log=PATH] [--lifecycle-log=PATH] [--shutdown-delay=DURATION]\n"
-             "         [--name=NAME] [--ignore-sigterm] [--exit-code=N] [--request-time=D]\n",
+             "         [--name=NAME] [--ignore-sigterm] [--exit-code=N] [--request-time=D]\n"
+             "         [--connection-log=PATH] [--readyz-control=PATH] [--token-file=PATH]\n"
+             "         [--close-connections]\n"
+             "         [--tls-cert-file=PATH --tls-private-key-file=PATH [--client-ca-file=PATH\n"
+             "          [--require-client-cert]]]\n",
              error);
   std::exit(2);
 }
@@ -415,6 +580,22 @@ options parse(int argc, char** argv) {
         o.name = *v;
       } else if (auto v = value("--exit-code")) {
         o.exit_code = std::stoi(*v);
+      } else if (auto v = value("--connection-log")) {
+        o.connection_log = *v;
+      } else if (auto v = value("--tls-cert-file")) {
+        o.tls_cert_file = *v;
+      } else if (auto v = value("--tls-private-key-file")) {
+        o.tls_key_file = *v;
+      } else if (auto v = value("--client-ca-file")) {
+        o.client_ca_file = *v;
+      } else if (auto v = value("--token-file")) {
+        o.token_file = *v;
+      } else if (auto v = value("--readyz-control")) {
+        o.readyz_control = *v;
+      } else if (arg == "--close-connections") {
+        o.close_connections = true;
+      } else if (arg == "--require-client-cert") {
+        o.require_client_cert = true;
       } else if (arg == "--ignore-sigterm") {
         o.ignore_sigterm = true;
       } else {
