@@ -38,7 +38,10 @@ class event_log_builder {
         event, seconds / 60 % 60, seconds % 60, mono % 1'000'000, mono, mono + boottime_offset_us_);
     if (!boot_.empty()) text_ += fmt::format(R"("boot_id":"{}",)", boot_);
     text_ += fmt::format(R"("pid":{},"cause":"{}","message":"{}")", pid_, cause, event);
-    if (!extra.empty()) text_ += "," + std::string(extra);
+    if (!extra.empty()) {
+      text_ += ',';  // not "," + std::string(extra): GCC 12's false -Wrestrict at -O3 (bug 105329)
+      text_ += extra;
+    }
     text_ += "}\n";
     return *this;
   }
