@@ -317,6 +317,26 @@ TEST(ReadinessTable, ReadyzVerboseMetricsAndStatusAgreeInEveryState) {
   }
 }
 
+// A query of a thousand unknown names (a 4 KiB request holds about that many) gets an answer of
+// bounded size: at most 16 names are kept and reported, the rest as "..." (fuzz_http_session
+// found the answer and the parse growing with the query).
+TEST(ReadinessTable, ManyExcludedNamesAreBounded) {
+  const auto s = bound(state::held);
+  std::string target = "/readyz?verbose";
+  for (int i = 0; i < 1000; ++i) target += "&exclude=n" + std::to_string(i);
+  http_request_counts counts;
+  http_request request{boost::beast::http::verb::get, target, 11};
+  const auto body = lines(handle_request(s, counts, request).body());
+  ASSERT_FALSE(body.empty());
+  const std::string& warn = body[body.size() - 2];
+  EXPECT_EQ(warn.rfind("warn: some health checks cannot be excluded: no matches for \"n0\",", 0),
+            0u)
+      << warn;
+  EXPECT_NE(warn.find("\"n15\",..."), std::string::npos) << warn;
+  EXPECT_EQ(warn.find("\"n16\""), std::string::npos) << warn;
+  EXPECT_LT(warn.size(), 300u);
+}
+
 TEST(ReadinessTable, TheUpstreamCheckExistsOnlyWithTheFlag) {
   auto s = bound(state::held);
   EXPECT_EQ(find(s.checks(), "upstream"), nullptr);
