@@ -143,6 +143,7 @@ TEST(LogSink, FullPipeQueuesUpToTheBoundThenDropsWholeLines) {
   const std::size_t filled = fill(p.write.get());
   ASSERT_GT(filled, 0u);
 
+  boost::asio::io_context io;  // outlives the sink, as attach() requires (ASan caught the reverse)
   log_sink sink(log_sink::writable_copy(p.write.get()), 1000, counting_notice());
   for (int i = 0; i < 30; ++i) sink.write(numbered_line(i, 100));  // would hang if it blocked
   EXPECT_EQ(sink.queued_bytes(), 1000u);
@@ -150,7 +151,6 @@ TEST(LogSink, FullPipeQueuesUpToTheBoundThenDropsWholeLines) {
   EXPECT_FALSE(nonblocking(p.write.get()));
 
   // Not attached yet: nothing waits, and the queue stays as it is until the reader wakes up.
-  boost::asio::io_context io;
   EXPECT_EQ(drain(p.read.get()).size(), filled);
   sink.attach(io);
   const std::string text = read_until_drained(io, p.read.get(), sink);
