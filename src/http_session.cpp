@@ -112,7 +112,7 @@ void http_session::on_read(beast::error_code ec) {
     refusal = http::status::bad_request;
   } else if (ec) {
     return;  // deadline (arm_timer() has closed the socket), reset, another socket error
-  } else if (!parser_->is_done() || parser_->get().count(http::field::transfer_encoding) != 0) {
+  } else if (!parser_->is_done() || parser_->transfer_coded()) {
     // A chunked (or otherwise transfer-coded) body. Refused here, from the header: Beast 1.74's
     // chunk parser asserts (n >= 5, basic_parser.ipp:688) on a final chunk split across reads,
     // and reads trailers and chunk extensions without a bound.
@@ -129,6 +129,7 @@ void http_session::on_read(beast::error_code ec) {
 }
 
 void http_session::write(then next) {
+  parser_.reset();  // the request is answered: its target is not kept while the answer goes out
   // A client that does not read its responses gets the same deadline as one that does not send.
   set_deadline(state_->limits.read_timeout);
   asio::async_write(socket_, asio::buffer(out_),

@@ -6,8 +6,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/wait_traits.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <list>
 #include <memory>
@@ -15,6 +13,7 @@
 #include <string>
 
 #include "readiness_server.hpp"
+#include "request_head_parser.hpp"
 
 namespace shim {
 
@@ -67,8 +66,8 @@ class http_session : public std::enable_shared_from_this<http_session> {
   std::chrono::steady_clock::time_point deadline_;
   bool timer_armed_ = false;
   boost::beast::flat_buffer buffer_;
-  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
-  std::string out_;  // the answer being written; its capacity is reused
+  std::optional<request_head_parser> parser_;  // the request being read
+  std::string out_;                            // the answer being written; its capacity is reused
   std::list<http_session*>::iterator pos_;
   bool registered_ = false;
 };
