@@ -29,6 +29,9 @@ extern char** environ;
 #ifndef SANDBOX_BUS_ATTACKER_PATH
 #define SANDBOX_BUS_ATTACKER_PATH ""
 #endif
+#ifndef SANDBOX_FAKE_KUBELET_PATH
+#define SANDBOX_FAKE_KUBELET_PATH ""
+#endif
 
 namespace sandbox {
 
@@ -68,6 +71,7 @@ tool_paths tool_paths::from_environment() {
   t.fake_apiserver = env_or("FAKE_APISERVER", SANDBOX_FAKE_APISERVER_PATH);
   t.shim = env_or("SHUTDOWN_SHIM", SANDBOX_SHIM_PATH);
   t.bus_attacker = env_or("BUS_ATTACKER", SANDBOX_BUS_ATTACKER_PATH);
+  t.fake_kubelet = env_or("FAKE_KUBELET", SANDBOX_FAKE_KUBELET_PATH);
   return t;
 }
 
