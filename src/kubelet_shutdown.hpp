@@ -1,0 +1,105 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "result.hpp"
+
+namespace shim {
+
+// What kubelet's graceful node shutdown (GNS) will do to kube-apiserver's static pod, worked out
+// read-only from kubelet's configuration file and the pod's manifest (issue 13, item 1). Modelled
+// on kubelet's source (Kubernetes 1.35's pkg/kubelet/nodeshutdown; the same since 1.24 in every
+// point used here, see tests/sandbox/README.md "fake_kubelet"):
+//  - the groups: shutdownGracePeriodByPodPriority when it has entries; otherwise migrateConfig():
+//    {priority 0: shutdownGracePeriod - shutdownGracePeriodCriticalPods, priority 2000000000
+//    (system critical): shutdownGracePeriodCriticalPods}, in whole seconds (Go's integer
+//    division), none when shutdownGracePeriod is 0 or shorter than the critical-pods period (GNS
+//    off); sorted by priority, lowest first;
+//  - a pod's group (groupByPriority): the highest group whose priority is <= the pod's; the lowest
+//    group for a pod below every group. A static pod's priority is its manifest's `priority`, or
+//    0: `priorityClassName` is resolved by API admission, which static pods never pass
+//    (kubernetes#113940, #133442);
+//  - the order (killPods): group after group, lowest first; a group with no pods is skipped, and a
+//    group's turn ends when its pods are gone or its shutdownGracePeriodSeconds is over;
+//  - the pod's grace: the group's seconds, or the pod's terminationGracePeriodSeconds when that is
+//    shorter (30 s when the manifest says nothing, the API's default); the runtime's SIGKILL
+//    follows when it is over.
+
+// One group of shutdownGracePeriodByPodPriority.
+struct kubelet_priority_group {
+  std::int32_t priority = 0;
+  std::int64_t grace_seconds = 0;  // shutdownGracePeriodSeconds
+  bool operator==(const kubelet_priority_group&) const = default;
+};
+
+// kubelet's system-critical priority (scheduling.SystemCriticalPriority), migrateConfig's group.
+inline constexpr std::int32_t kSystemCriticalPriority = 2'000'000'000;
+// What kubeadm's control-plane pods would get from system-node-critical if static pods were
+// admitted: the fix an operator writes into the manifest.
+inline constexpr std::int32_t kSystemNodeCriticalPriority = 2'000'001'000;
+// The API's default terminationGracePeriodSeconds.
+inline constexpr std::int64_t kDefaultTerminationGraceSeconds = 30;
+
+// Bounds on what the files may say. Both files are a few KiB; a grace beyond a day is a typo; and
+// 64 groups is more than anyone configures (kubelet's docs show 3 to 6).
+inline constexpr std::size_t kMaxKubeletFileBytes = 256 * 1024;
+inline constexpr std::int64_t kMaxKubeletGraceSeconds = 24 * 3600;
+inline constexpr std::size_t kMaxKubeletPriorityGroups = 64;
+
+// The GNS settings of a KubeletConfiguration.
+struct kubelet_shutdown_config {
+  std::chrono::nanoseconds grace_period{0};             // shutdownGracePeriod
+  std::chrono::nanoseconds critical_pods_period{0};     // shutdownGracePeriodCriticalPods
+  std::vector<kubelet_priority_group> by_pod_priority;  // shutdownGracePeriodByPodPriority
+
+  // kubelet's groups, lowest priority first; empty when GNS is off.
+  std::vector<kubelet_priority_group> groups() const;
+};
+
+// What a static pod's manifest says that matters here.
+struct static_pod_priority {
+  std::optional<std::int32_t> priority;  // spec.priority
+  std::string priority_class_name;       // spec.priorityClassName, ignored by kubelet
+  std::optional<std::int64_t> termination_grace_seconds;  // spec.terminationGracePeriodSeconds
+};
+
+// When kubelet stops the pod, relative to PrepareForShutdown. Lower groups with pods take up to
+// their whole grace each, and none at all when they have no pods or their pods exit at once: the
+// SIGTERM comes between sigterm_earliest (always 0) and sigterm_latest.
+struct kubelet_stop_plan {
+  std::int32_t pod_priority = 0;  // as kubelet sees it
+  std::size_t group_index = 0;    // in groups
+  std::vector<kubelet_priority_group> groups;
+  std::chrono::seconds sigterm_earliest{0};
+  std::chrono::seconds sigterm_latest{0};
+  std::chrono::seconds grace{0};             // SIGTERM to SIGKILL
+  std::chrono::seconds period_requested{0};  // all groups: what kubelet asks InhibitDelayMaxSec for
+
+  // kubelet's SIGTERM comes at the very start of the shutdown, whatever else runs on the node.
+  bool stops_at_start() const { return sigterm_latest.count() == 0; }
+  std::chrono::seconds sigkill_earliest() const { return sigterm_earliest + grace; }
+  std::chrono::seconds sigkill_latest() const { return sigterm_latest + grace; }
+  // "kubelet stops kube-apiserver at +0s and kills it at +10s (priority 0, group 0 of 2: 10s)".
+  std::string describe() const;
+};
+
+// nullopt when GNS is off (no groups).
+std::optional<kubelet_stop_plan> plan_kubelet_stop(const kubelet_shutdown_config& config,
+                                                   const static_pod_priority& pod);
+
+// Parsers of the files' text; errors are one line naming the field or the line.
+result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text);
+result<static_pod_priority> parse_static_pod_manifest(std::string_view text);
+
+// A file's content, refused beyond max_bytes (and when it is not a regular file).
+result<std::string> read_bounded_file(const std::filesystem::path& path,
+                                      std::size_t max_bytes = kMaxKubeletFileBytes);
+
+}  // namespace shim

@@ -1,0 +1,270 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "kubelet_shutdown.hpp"
+
+namespace shim {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::HasSubstr;
+
+kubelet_shutdown_config config_ok(std::string_view text) {
+  auto r = parse_kubelet_config(text);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
+  return r.ok() ? r.value() : kubelet_shutdown_config{};
+}
+
+static_pod_priority manifest_ok(std::string_view text) {
+  auto r = parse_static_pod_manifest(text);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
+  return r.ok() ? r.value() : static_pod_priority{};
+}
+
+std::string config_error(std::string_view text) {
+  auto r = parse_kubelet_config(text);
+  EXPECT_FALSE(r.ok()) << "parsed: " << text;
+  return r.ok() ? "" : r.error();
+}
+
+std::string manifest_error(std::string_view text) {
+  auto r = parse_static_pod_manifest(text);
+  EXPECT_FALSE(r.ok()) << "parsed: " << text;
+  return r.ok() ? "" : r.error();
+}
+
+// kubeadm's kube-apiserver manifest, trimmed: no `priority`, only the class name.
+constexpr std::string_view kKubeadmApiserver = R"(apiVersion: v1
+kind: Pod
+metadata:
+  labels:
+    component: kube-apiserver
+    tier: control-plane
+  name: kube-apiserver
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - kube-apiserver
+    - --shutdown-delay-duration=70s
+    image: registry.k8s.io/kube-apiserver:v1.35.0
+    name: kube-apiserver
+  hostNetwork: true
+  priorityClassName: system-node-critical
+)";
+
+// The usual GNS settings (EKS, typhoon): 30 s, of which 10 s for critical pods.
+constexpr std::string_view kTypicalConfig = R"(apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+shutdownGracePeriod: 30s
+shutdownGracePeriodCriticalPods: 10s
+)";
+
+TEST(KubeletShutdown, StaticPodWithoutPriorityStopsFirstAtZero) {
+  const auto pod = manifest_ok(kKubeadmApiserver);
+  EXPECT_FALSE(pod.priority);
+  EXPECT_EQ(pod.priority_class_name, "system-node-critical");
+  const auto plan = plan_kubelet_stop(config_ok(kTypicalConfig), pod);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->pod_priority, 0);
+  EXPECT_EQ(plan->group_index, 0u);
+  EXPECT_TRUE(plan->stops_at_start());
+  EXPECT_EQ(plan->sigterm_latest, 0s);
+  // The normal pods' 20 s, not the critical pods' 10 s: kubelet counts it as a normal pod.
+  EXPECT_EQ(plan->grace, 20s);
+  EXPECT_EQ(plan->sigkill_latest(), 20s);
+  EXPECT_EQ(plan->period_requested, 30s);
+  EXPECT_EQ(plan->describe(),
+            "kubelet stops kube-apiserver at +0s and kills it +20s (pod priority 0, group 1 of "
+            "2: priority 0, 20 seconds)");
+}
+
+TEST(KubeletShutdown, MigratedConfigGivesCriticalPodsTheirPeriodLast) {
+  const auto c = config_ok(kTypicalConfig);
+  EXPECT_EQ(c.groups(),
+            (std::vector<kubelet_priority_group>{{0, 20}, {kSystemCriticalPriority, 10}}));
+  // An explicit priority above system-critical: the last group, after the normal pods' 20 s at
+  // most, and killed after the critical pods' 10 s (issue 13's "kills it at +10 s" of a 70 s
+  // drain).
+  static_pod_priority pod;
+  pod.priority = kSystemNodeCriticalPriority;
+  const auto plan = plan_kubelet_stop(c, pod);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->group_index, 1u);
+  EXPECT_FALSE(plan->stops_at_start());
+  EXPECT_EQ(plan->sigterm_earliest, 0s);
+  EXPECT_EQ(plan->sigterm_latest, 20s);
+  EXPECT_EQ(plan->grace, 10s);
+  EXPECT_EQ(plan->sigkill_earliest(), 10s);
+  EXPECT_EQ(plan->sigkill_latest(), 30s);
+  EXPECT_THAT(plan->describe(),
+              HasSubstr("between +0s and +20s and kills it between +10s and +30s"));
+}
+
+// The documented fix: a `priority` in the manifest, a group of its own at least as long as the
+// drain, and a terminationGracePeriodSeconds as long (else the API's 30 s default cuts it).
+TEST(KubeletShutdown, PriorityFixPutsTheApiserverInItsOwnLastGroup) {
+  const auto c = config_ok(R"(kind: KubeletConfiguration
+shutdownGracePeriodByPodPriority:
+- priority: 2000001000
+  shutdownGracePeriodSeconds: 90
+- priority: 0
+  shutdownGracePeriodSeconds: 10
+- priority: 2000000000
+  shutdownGracePeriodSeconds: 10
+)");
+  EXPECT_EQ(c.groups(),
+            (std::vector<kubelet_priority_group>{
+                {0, 10}, {kSystemCriticalPriority, 10}, {kSystemNodeCriticalPriority, 90}}));
+  auto pod = manifest_ok(std::string(kKubeadmApiserver) +
+                         "  priority: 2000001000\n  terminationGracePeriodSeconds: 90\n");
+  auto plan = plan_kubelet_stop(c, pod);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->group_index, 2u);
+  EXPECT_EQ(plan->sigterm_latest, 20s);
+  EXPECT_EQ(plan->grace, 90s);
+  EXPECT_EQ(plan->period_requested, 110s);
+
+  pod.termination_grace_seconds.reset();
+  plan = plan_kubelet_stop(c, pod);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->grace, 30s) << "without terminationGracePeriodSeconds the default 30 s wins";
+  EXPECT_THAT(plan->describe(), HasSubstr("cut to the pod's 30s"));
+}
+
+TEST(KubeletShutdown, GroupByPriorityPicksTheHighestGroupNotAbove) {
+  kubelet_shutdown_config c;
+  c.by_pod_priority = {{100, 1}, {200, 2}, {300, 3}};
+  const auto index_of = [&](std::int32_t priority) {
+    static_pod_priority pod;
+    pod.priority = priority;
+    return plan_kubelet_stop(c, pod)->group_index;
+  };
+  EXPECT_EQ(index_of(-5), 0u) << "below every group: the lowest";
+  EXPECT_EQ(index_of(100), 0u);
+  EXPECT_EQ(index_of(150), 0u) << "between two groups: the lower";
+  EXPECT_EQ(index_of(200), 1u);
+  EXPECT_EQ(index_of(299), 1u);
+  EXPECT_EQ(index_of(300), 2u);
+  EXPECT_EQ(index_of(2'000'001'000), 2u) << "above every group: the highest";
+  static_pod_priority none;
+  EXPECT_EQ(plan_kubelet_stop(c, none)->group_index, 0u) << "no priority is priority 0";
+}
+
+TEST(KubeletShutdown, ByPodPriorityWinsOverTheTwoPeriods) {
+  const auto c = config_ok(R"(shutdownGracePeriod: 30s
+shutdownGracePeriodCriticalPods: 10s
+shutdownGracePeriodByPodPriority: [{priority: 0, shutdownGracePeriodSeconds: 5}]
+)");
+  EXPECT_EQ(c.groups(), (std::vector<kubelet_priority_group>{{0, 5}}));
+}
+
+TEST(KubeletShutdown, GnsOffOrMigratedAsKubeletDoes) {
+  EXPECT_FALSE(plan_kubelet_stop(config_ok("kind: KubeletConfiguration\n"), {}));
+  EXPECT_FALSE(plan_kubelet_stop(config_ok("shutdownGracePeriod: 0s\n"), {}));
+  // Critical pods' period longer than the whole: migrateConfig gives nothing, GNS is off.
+  EXPECT_FALSE(plan_kubelet_stop(
+      config_ok("shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n"), {}));
+  // Whole seconds, truncated as Go's Duration / Second.
+  EXPECT_EQ(
+      config_ok("shutdownGracePeriod: 1500ms\nshutdownGracePeriodCriticalPods: 500ms\n").groups(),
+      (std::vector<kubelet_priority_group>{{0, 1}, {kSystemCriticalPriority, 0}}));
+  // No critical-pods period: every pod gets the whole period, critical ones nothing.
+  EXPECT_EQ(config_ok("shutdownGracePeriod: 45s\n").groups(),
+            (std::vector<kubelet_priority_group>{{0, 45}, {kSystemCriticalPriority, 0}}));
+}
+
+TEST(KubeletShutdown, ReadsEksStyleJson) {
+  const auto c = config_ok(R"({
+  "kind": "KubeletConfiguration",
+  "apiVersion": "kubelet.config.k8s.io/v1beta1",
+  "shutdownGracePeriod": "45s",
+  "shutdownGracePeriodCriticalPods": "15s"
+})");
+  EXPECT_EQ(c.grace_period, 45s);
+  EXPECT_EQ(c.critical_pods_period, 15s);
+  const auto pod = manifest_ok(R"({"kind": "Pod", "spec": {"priority": 7}})");
+  EXPECT_EQ(pod.priority, 7);
+}
+
+TEST(KubeletShutdown, RefusesValuesKubeletWouldNotTakeOrWeDoNotBound) {
+  EXPECT_THAT(config_error("shutdownGracePeriod: 30\n"), HasSubstr("shutdownGracePeriod: '30'"));
+  EXPECT_THAT(config_error("shutdownGracePeriod: -5s\n"), HasSubstr("shutdownGracePeriod"));
+  EXPECT_THAT(config_error("shutdownGracePeriod: 25h\n"), HasSubstr("longer than 24h"));
+  EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority:\n- priority: \"5\"\n"),
+              HasSubstr("shutdownGracePeriodByPodPriority[0].priority: must be a number"));
+  EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority:\n- priority: 2147483648\n"),
+              HasSubstr("not within"));
+  EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority:\n- shutdownGracePeriodSeconds: -1\n"),
+              HasSubstr("not within [0, 86400]"));
+  EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority:\n- priority: 1e3\n"),
+              HasSubstr("not a whole number"));
+  EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority: 5\n"), HasSubstr("must be a list"));
+  EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority:\n- 5\n"),
+              HasSubstr("must be {priority, shutdownGracePeriodSeconds}"));
+  std::string many = "shutdownGracePeriodByPodPriority:\n";
+  for (std::size_t i = 0; i <= kMaxKubeletPriorityGroups; ++i) {
+    many += "- priority: " + std::to_string(i) + "\n";
+  }
+  EXPECT_THAT(config_error(many), HasSubstr("more than 64"));
+  EXPECT_THAT(config_error("kind: Pod\n"), HasSubstr("not KubeletConfiguration"));
+  EXPECT_THAT(config_error("a: [\n"), HasSubstr("kubelet config: line 1"));
+
+  EXPECT_THAT(manifest_error("kind: Deployment\nspec: {}\n"), HasSubstr("kind is not Pod"));
+  EXPECT_THAT(manifest_error("kind: Pod\n"), HasSubstr("no spec"));
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priority: high\n"),
+              HasSubstr("spec.priority: 'high' is not a whole number"));
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  terminationGracePeriodSeconds: 86401\n"),
+              HasSubstr("not within [0, 86400]"));
+}
+
+class temp_file {
+ public:
+  explicit temp_file(std::string_view content) {
+    std::string pattern = (fs::temp_directory_path() / "shim-kubelet.XXXXXX").string();
+    const int fd = ::mkstemp(pattern.data());
+    if (fd < 0) throw std::runtime_error("mkstemp failed");
+    ::close(fd);
+    path_ = pattern;
+    std::ofstream(path_) << content;
+  }
+  ~temp_file() {
+    std::error_code ec;
+    fs::remove(path_, ec);
+  }
+  temp_file(const temp_file&) = delete;
+  temp_file& operator=(const temp_file&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+TEST(KubeletShutdown, ReadsBoundedRegularFilesOnly) {
+  temp_file small(kTypicalConfig);
+  auto r = read_bounded_file(small.path());
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value(), kTypicalConfig);
+
+  temp_file big(std::string(kMaxKubeletFileBytes + 1, '#'));
+  r = read_bounded_file(big.path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error(), HasSubstr("larger than 262144 bytes: refused"));
+  EXPECT_TRUE(read_bounded_file(big.path(), kMaxKubeletFileBytes + 1).ok());
+
+  r = read_bounded_file(fs::temp_directory_path());
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error(), HasSubstr("not a regular file"));
+  r = read_bounded_file("/nonexistent/kubelet/config.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error(), HasSubstr("No such file"));
+}
+
+}  // namespace
+}  // namespace shim
