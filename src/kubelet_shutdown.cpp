@@ -76,6 +76,17 @@ std::string plural_s(std::int64_t n) { return n == 1 ? "" : "s"; }
 
 }  // namespace
 
+bool is_kubelet_inhibitor(std::string_view what, std::string_view who, std::string_view why,
+                          std::string_view mode) {
+  if (who != kKubeletInhibitWho || why != kKubeletInhibitWhy || mode != "delay") return false;
+  while (!what.empty()) {
+    const auto colon = what.find(':');
+    if (what.substr(0, colon) == "shutdown") return true;
+    what = colon == std::string_view::npos ? std::string_view{} : what.substr(colon + 1);
+  }
+  return false;
+}
+
 std::vector<kubelet_priority_group> kubelet_shutdown_config::groups() const {
   std::vector<kubelet_priority_group> g = by_pod_priority;
   if (g.empty()) {

@@ -32,6 +32,16 @@ namespace shim {
 //    shorter (30 s when the manifest says nothing, the API's default); the runtime's SIGKILL
 //    follows when it is over.
 
+// kubelet's delay lock as logind's ListInhibitors shows it (InhibitShutdown() in
+// pkg/kubelet/nodeshutdown/systemd/inhibit_linux.go).
+inline constexpr std::string_view kKubeletInhibitWho = "kubelet";
+inline constexpr std::string_view kKubeletInhibitWhy = "Kubelet needs time to handle node shutdown";
+
+// Whether one ListInhibitors entry (what, who, why, mode) is kubelet's GNS lock: a "delay" lock on
+// "shutdown" (logind lists several kinds as "shutdown:sleep") with kubelet's who and why.
+bool is_kubelet_inhibitor(std::string_view what, std::string_view who, std::string_view why,
+                          std::string_view mode);
+
 // One group of shutdownGracePeriodByPodPriority.
 struct kubelet_priority_group {
   std::int32_t priority = 0;

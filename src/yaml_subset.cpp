@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace shim {
 
@@ -132,13 +133,16 @@ class parser {
   yaml_node parse_mapping(std::size_t indent, std::size_t depth) {
     yaml_node m;
     m.type = yaml_node::kind::mapping;
+    std::unordered_set<std::string> keys;  // duplicates found in linear time
     while (pos_ < lines_.size()) {
       const line l = lines_[pos_];
       if (l.indent < indent || (l.indent == indent && is_sequence_item(l.text))) break;
       if (l.indent > indent) fail("unexpected indentation", l);
       auto entry = split_key(l.text, l.number);
       if (!entry) fail("expected 'key: value'", l);
-      if (m.find(entry->first)) fail(fmt::format("duplicate key '{}'", entry->first), l);
+      if (!keys.insert(entry->first).second) {
+        fail(fmt::format("duplicate key '{}'", entry->first), l);
+      }
       ++pos_;
       m.entries.emplace_back(std::move(entry->first),
                              parse_value(entry->second, indent, depth + 1, l.number));
@@ -337,10 +341,13 @@ class parser {
   // brackets close.
   yaml_node parse_flow(std::string_view first, std::size_t depth, std::size_t number) {
     std::string text(first);
-    while (!balanced(text)) {
+    bracket_balance balance;
+    balance.feed(first);
+    while (!balance.closed()) {
       if (pos_ >= lines_.size()) fail("a '{' or '[' is never closed", number);
       text += ' ';
-      text += lines_[pos_++].text;
+      text += lines_[pos_].text;
+      balance.feed(lines_[pos_++].text);
     }
     std::size_t at = 0;
     yaml_node n = flow_value(text, at, depth, number);
@@ -349,26 +356,30 @@ class parser {
     return n;
   }
 
-  // Whether every bracket opened outside quotes is closed.
-  static bool balanced(std::string_view s) {
+  // Whether every bracket opened outside quotes is closed, fed line by line: each line is looked
+  // at once, so a flow collection over many lines costs linear time.
+  struct bracket_balance {
     long open = 0;
     char quote = 0;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      const char c = s[i];
-      if (quote == '"' && c == '\\') {
-        ++i;
-      } else if (quote) {
-        if (c == quote) quote = 0;
-      } else if (c == '"' || c == '\'') {
-        quote = c;
-      } else if (c == '{' || c == '[') {
-        ++open;
-      } else if (c == '}' || c == ']') {
-        --open;
+
+    void feed(std::string_view s) {
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        if (quote == '"' && c == '\\') {
+          ++i;
+        } else if (quote) {
+          if (c == quote) quote = 0;
+        } else if (c == '"' || c == '\'') {
+          quote = c;
+        } else if (c == '{' || c == '[') {
+          ++open;
+        } else if (c == '}' || c == ']') {
+          --open;
+        }
       }
     }
-    return open <= 0 && quote == 0;
-  }
+    bool closed() const { return open <= 0 && quote == 0; }
+  };
 
   static void skip_blanks(std::string_view s, std::size_t& at) {
     while (at < s.size() && is_blank(s[at])) ++at;
@@ -384,6 +395,7 @@ class parser {
       const char close = c == '{' ? '}' : ']';
       yaml_node n;
       n.type = c == '{' ? yaml_node::kind::mapping : yaml_node::kind::sequence;
+      std::unordered_set<std::string> keys;
       ++at;
       for (;;) {
         skip_blanks(s, at);
@@ -396,7 +408,7 @@ class parser {
           skip_blanks(s, at);
           if (at >= s.size() || s[at] != ':') fail("expected ':' in a flow mapping", number);
           ++at;
-          if (n.find(key)) fail(fmt::format("duplicate key '{}'", key), number);
+          if (!keys.insert(key).second) fail(fmt::format("duplicate key '{}'", key), number);
           n.entries.emplace_back(std::move(key), flow_value(s, at, depth + 1, number));
         } else {
           n.items.push_back(flow_value(s, at, depth + 1, number));

@@ -224,6 +224,17 @@ TEST(KubeletShutdown, RefusesValuesKubeletWouldNotTakeOrWeDoNotBound) {
               HasSubstr("not within [0, 86400]"));
 }
 
+TEST(KubeletShutdown, RecognisesKubeletsLockOnly) {
+  constexpr std::string_view kWhy = "Kubelet needs time to handle node shutdown";
+  EXPECT_TRUE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "delay"));
+  EXPECT_TRUE(is_kubelet_inhibitor("sleep:shutdown", "kubelet", kWhy, "delay"));
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "block"));
+  EXPECT_FALSE(is_kubelet_inhibitor("sleep", "kubelet", kWhy, "delay"));
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdownx", "kubelet", kWhy, "delay"));
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "shutdown-shim", kWhy, "delay"));
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", "something else", "delay"));
+}
+
 class temp_file {
  public:
   explicit temp_file(std::string_view content) {
