@@ -1,5 +1,7 @@
 #include "flat_json.hpp"
 
+#include "unicode_escape.hpp"
+
 namespace shim {
 namespace {
 
@@ -53,32 +55,11 @@ class reader {
     const auto c = static_cast<unsigned char>(ch);
     return c >= 0x20 && c != '"' && c != '\\';
   }
-  static int hex_value(char h) {
-    if (h >= '0' && h <= '9') return h - '0';
-    if (h >= 'a' && h <= 'f') return h - 'a' + 10;
-    if (h >= 'A' && h <= 'F') return h - 'A' + 10;
-    return -1;
-  }
   bool unicode_escape(std::string& out) {
     if (i_ + 4 > s_.size()) return false;
-    unsigned cp = 0;
-    for (int k = 0; k < 4; ++k) {
-      const int v = hex_value(s_[i_++]);
-      if (v < 0) return false;
-      cp = (cp << 4) | static_cast<unsigned>(v);
-    }
-    if (cp >= 0xD800 && cp <= 0xDFFF) return false;  // never written by the shim
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return true;
+    const bool ok = append_unicode_escape(s_.substr(i_, 4), out);
+    i_ += 4;
+    return ok;
   }
   std::optional<std::string> string() {
     if (!eat('"')) return std::nullopt;

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "unicode_escape.hpp"
+
 namespace shim {
 
 const yaml_node* yaml_node::find(std::string_view key) const {
@@ -56,19 +58,6 @@ std::string_view strip_comment(std::string_view s) {
 }
 
 bool is_sequence_item(std::string_view text) { return text == "-" || text.starts_with("- "); }
-
-void append_utf8(std::string& out, unsigned code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
-}
 
 class parser {
  public:
@@ -307,27 +296,12 @@ class parser {
           case 'f':
             n.text += '\f';
             break;
-          case 'u': {
-            if (at + 4 > text.size()) fail("a short \\u escape", number);
-            unsigned code = 0;
-            for (int i = 0; i < 4; ++i) {
-              const char h = text[at++];
-              code <<= 4;
-              if (h >= '0' && h <= '9') {
-                code |= static_cast<unsigned>(h - '0');
-              } else if (h >= 'a' && h <= 'f') {
-                code |= static_cast<unsigned>(h - 'a' + 10);
-              } else if (h >= 'A' && h <= 'F') {
-                code |= static_cast<unsigned>(h - 'A' + 10);
-              } else {
-                fail("a bad \\u escape", number);
-              }
+          case 'u':
+            if (!append_unicode_escape(text.substr(at, 4), n.text)) {
+              fail("a bad \\u escape (four hex digits, no surrogates)", number);
             }
-            if (code >= 0xD800 && code <= 0xDFFF)
-              fail("surrogate escapes are not supported", number);
-            append_utf8(n.text, code);
+            at += 4;
             break;
-          }
           default:
             fail(fmt::format("unsupported escape '\\{}'", e), number);
         }

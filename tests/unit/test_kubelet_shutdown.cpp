@@ -1,12 +1,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "kubelet_shutdown.hpp"
+#include "log_test_support.hpp"
 
 namespace shim {
 namespace {
@@ -235,39 +235,20 @@ TEST(KubeletShutdown, RecognisesKubeletsLockOnly) {
   EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", "something else", "delay"));
 }
 
-class temp_file {
- public:
-  explicit temp_file(std::string_view content) {
-    std::string pattern = (fs::temp_directory_path() / "shim-kubelet.XXXXXX").string();
-    const int fd = ::mkstemp(pattern.data());
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    ::close(fd);
-    path_ = pattern;
-    std::ofstream(path_) << content;
-  }
-  ~temp_file() {
-    std::error_code ec;
-    fs::remove(path_, ec);
-  }
-  temp_file(const temp_file&) = delete;
-  temp_file& operator=(const temp_file&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 TEST(KubeletShutdown, ReadsBoundedRegularFilesOnly) {
-  temp_file small(kTypicalConfig);
-  auto r = read_bounded_file(small.path());
+  test::temp_dir dir;
+  const fs::path small = fs::path(dir.path()) / "config.yaml";
+  std::ofstream(small) << kTypicalConfig;
+  auto r = read_bounded_file(small);
   ASSERT_TRUE(r.ok()) << r.error();
   EXPECT_EQ(r.value(), kTypicalConfig);
 
-  temp_file big(std::string(kMaxKubeletFileBytes + 1, '#'));
-  r = read_bounded_file(big.path());
+  const fs::path big = fs::path(dir.path()) / "big.yaml";
+  std::ofstream(big) << std::string(kMaxKubeletFileBytes + 1, '#');
+  r = read_bounded_file(big);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error(), HasSubstr("larger than 262144 bytes: refused"));
-  EXPECT_TRUE(read_bounded_file(big.path(), kMaxKubeletFileBytes + 1).ok());
+  EXPECT_TRUE(read_bounded_file(big, kMaxKubeletFileBytes + 1).ok());
 
   r = read_bounded_file(fs::temp_directory_path());
   ASSERT_FALSE(r.ok());

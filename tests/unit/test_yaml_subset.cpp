@@ -131,6 +131,8 @@ TEST(YamlSubset, RefusesWhatItDoesNotRead) {
   EXPECT_THAT(parse_error("a: \"open\n"), HasSubstr("not closed"));
   EXPECT_THAT(parse_error("just words\n"), HasSubstr("expected 'key: value'"));
   EXPECT_THAT(parse_error("a: \"\\q\"\n"), HasSubstr("unsupported escape"));
+  EXPECT_THAT(parse_error("a: \"\\ud800\"\n"), HasSubstr("no surrogates"));
+  EXPECT_THAT(parse_error("a: \"\\u12\"\n"), HasSubstr("four hex digits"));
   EXPECT_THAT(parse_error(std::string("a: 1\0b", 6)), HasSubstr("NUL"));
   EXPECT_THAT(parse_error(""), HasSubstr("no content"));
   EXPECT_THAT(parse_error("# only a comment\n"), HasSubstr("no content"));
