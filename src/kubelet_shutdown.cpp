@@ -44,6 +44,11 @@ std::int64_t integer(const yaml_node& n, std::string_view field, std::int64_t mi
   if (ec != std::errc() || end != last || n.text.empty()) {
     throw field_error(fmt::format("{}: '{}' is not a whole number", field, n.text));
   }
+  // YAML 1.1 reads "010" as octal, JSON refuses it: neither is a number to guess at.
+  const std::string_view digits = std::string_view(n.text).substr(n.text.front() == '-');
+  if (digits.size() > 1 && digits.front() == '0') {
+    throw field_error(fmt::format("{}: '{}' has a leading zero", field, n.text));
+  }
   if (v < min || v > max) {
     throw field_error(fmt::format("{}: {} is not within [{}, {}]", field, v, min, max));
   }

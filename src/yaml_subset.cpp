@@ -12,8 +12,8 @@ namespace shim {
 
 const yaml_node* yaml_node::find(std::string_view key) const {
   if (type != kind::mapping) return nullptr;
-  for (const auto& [k, v] : entries) {
-    if (k == key) return &v;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == key) return &items[i];
   }
   return nullptr;
 }
@@ -122,19 +122,19 @@ class parser {
   yaml_node parse_mapping(std::size_t indent, std::size_t depth) {
     yaml_node m;
     m.type = yaml_node::kind::mapping;
-    std::unordered_set<std::string> keys;  // duplicates found in linear time
+    std::unordered_set<std::string> seen;  // duplicates found in linear time
     while (pos_ < lines_.size()) {
       const line l = lines_[pos_];
       if (l.indent < indent || (l.indent == indent && is_sequence_item(l.text))) break;
       if (l.indent > indent) fail("unexpected indentation", l);
       auto entry = split_key(l.text, l.number);
       if (!entry) fail("expected 'key: value'", l);
-      if (!keys.insert(entry->first).second) {
+      if (!seen.insert(entry->first).second) {
         fail(fmt::format("duplicate key '{}'", entry->first), l);
       }
       ++pos_;
-      m.entries.emplace_back(std::move(entry->first),
-                             parse_value(entry->second, indent, depth + 1, l.number));
+      m.keys.push_back(std::move(entry->first));
+      m.items.push_back(parse_value(entry->second, indent, depth + 1, l.number));
     }
     return m;
   }
@@ -369,7 +369,7 @@ class parser {
       const char close = c == '{' ? '}' : ']';
       yaml_node n;
       n.type = c == '{' ? yaml_node::kind::mapping : yaml_node::kind::sequence;
-      std::unordered_set<std::string> keys;
+      std::unordered_set<std::string> seen;
       ++at;
       for (;;) {
         skip_blanks(s, at);
@@ -382,8 +382,9 @@ class parser {
           skip_blanks(s, at);
           if (at >= s.size() || s[at] != ':') fail("expected ':' in a flow mapping", number);
           ++at;
-          if (!keys.insert(key).second) fail(fmt::format("duplicate key '{}'", key), number);
-          n.entries.emplace_back(std::move(key), flow_value(s, at, depth + 1, number));
+          if (!seen.insert(key).second) fail(fmt::format("duplicate key '{}'", key), number);
+          n.keys.push_back(std::move(key));
+          n.items.push_back(flow_value(s, at, depth + 1, number));
         } else {
           n.items.push_back(flow_value(s, at, depth + 1, number));
         }

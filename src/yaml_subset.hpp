@@ -3,7 +3,6 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "result.hpp"
@@ -24,8 +23,10 @@ struct yaml_node {
   kind type = kind::scalar;
   std::string text;     // a scalar's value (quotes removed, escapes applied)
   bool quoted = false;  // a quoted scalar is always a string, never a number
-  std::vector<std::pair<std::string, yaml_node>> entries;  // mapping, in file order
-  std::vector<yaml_node> items;                            // sequence
+  // A sequence's items; a mapping's values, in file order, keys[i] being the key of items[i].
+  // (Two vectors: a pair with the incomplete yaml_node inside yaml_node is not allowed.)
+  std::vector<yaml_node> items;
+  std::vector<std::string> keys;
 
   // The value of key in a mapping, or nullptr (also for a node that is not a mapping).
   const yaml_node* find(std::string_view key) const;

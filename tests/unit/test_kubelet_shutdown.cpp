@@ -155,6 +155,12 @@ TEST(KubeletShutdown, GroupByPriorityPicksTheHighestGroupNotAbove) {
   EXPECT_EQ(index_of(2'000'001'000), 2u) << "above every group: the highest";
   static_pod_priority none;
   EXPECT_EQ(plan_kubelet_stop(c, none)->group_index, 0u) << "no priority is priority 0";
+
+  // Groups of equal priority (found by the fuzzer): sort.Search picks the first of them for a pod
+  // of that priority, and the last of them for a pod above it.
+  c.by_pod_priority = {{5, 1}, {5, 2}, {10, 3}};
+  EXPECT_EQ(index_of(5), 0u);
+  EXPECT_EQ(index_of(7), 1u);
 }
 
 TEST(KubeletShutdown, ByPodPriorityWinsOverTheTwoPeriods) {
@@ -205,6 +211,8 @@ TEST(KubeletShutdown, RefusesValuesKubeletWouldNotTakeOrWeDoNotBound) {
               HasSubstr("not within [0, 86400]"));
   EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority:\n- priority: 1e3\n"),
               HasSubstr("not a whole number"));
+  EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority:\n- priority: 010\n"),
+              HasSubstr("'010' has a leading zero"));
   EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority: 5\n"), HasSubstr("must be a list"));
   EXPECT_THAT(config_error("shutdownGracePeriodByPodPriority:\n- 5\n"),
               HasSubstr("must be {priority, shutdownGracePeriodSeconds}"));
