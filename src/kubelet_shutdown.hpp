@@ -29,8 +29,9 @@ namespace shim {
 //  - the order (killPods): group after group, lowest first; a group with no pods is skipped, and a
 //    group's turn ends when its pods are gone or its shutdownGracePeriodSeconds is over;
 //  - the pod's grace: the group's seconds, or the pod's terminationGracePeriodSeconds when that is
-//    shorter (30 s when the manifest says nothing, the API's default); the runtime's SIGKILL
-//    follows when it is over.
+//    shorter (30 s when the manifest says nothing: tryDecodeSinglePod in pkg/kubelet/config/
+//    common.go decodes manifests with the API's defaulting); the runtime's SIGKILL follows when
+//    it is over.
 
 // kubelet's delay lock as logind's ListInhibitors shows it (InhibitShutdown() in
 // pkg/kubelet/nodeshutdown/systemd/inhibit_linux.go).
