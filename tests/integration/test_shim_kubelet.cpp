@@ -14,7 +14,7 @@
 //    It states what the issue asks for, exactly one, and is deliberately not registered in
 //    meson.build until the policy lands; run it with
 //    build/tests/integration/integration_tests --gtest_filter='ShimKubelet.*'
-//    (with SHUTDOWN_SHIM, FAKE_KUBELET, ... as tests/integration/meson.build sets them).
+//    (as root; the helpers default to the build tree's, SHUTDOWN_SHIM=... tries another shim).
 
 #include <fmt/core.h>
 #include <gtest/gtest.h>
