@@ -210,7 +210,8 @@ TEST_F(ShimKubeletWrapper, StaticPodStoppedFirstGivesTheApiserverOneSigterm) {
   ASSERT_FALSE(HasFailure());
   ASSERT_TRUE(wait_apiserver_listening(api));
   ASSERT_TRUE(wait_shim_lock_of(s));
-  auto k = start_kubelet(fmt::format("--target-pid={}", s.process->pid()), kKubeletFirstGroup, kKubeletGrace);
+  auto k = start_kubelet(fmt::format("--target-pid={}", s.process->pid()), kKubeletFirstGroup,
+                         kKubeletGrace);
   ASSERT_TRUE(wait_kubelet_lock(k));
 
   bool reached = false;
@@ -235,7 +236,8 @@ TEST_F(ShimKubelet, StaticPodStoppedFirstGivesTheApiserverOneSigterm) {
   auto s = start_shim(attach_to(api, kDrain, kExitTimeout));
   ASSERT_FALSE(HasFailure());
   ASSERT_TRUE(wait_shim_lock_of(s));
-  auto k = start_kubelet("--target-pidfile=" + api.pidfile.string(), kKubeletFirstGroup, kKubeletGrace);
+  auto k =
+      start_kubelet("--target-pidfile=" + api.pidfile.string(), kKubeletFirstGroup, kKubeletGrace);
   ASSERT_TRUE(wait_kubelet_lock(k));
 
   bool reached = false;
