@@ -777,10 +777,11 @@ std::string gnuplot_script(const std::vector<scenario_result>& results) {
       "set datafile separator ','\n"
       "set multiplot layout " +
       std::to_string(results.size()) +
-      ",1 title 'requests through HAProxy while node A reboots (t = 0: reboot requested)'\n"
+      ",1 title 'requests through HAProxy while node A reboots or its apiserver fails (t = 0: the "
+      "reboot request or the fault)'\n"
       "set termoption noenhanced\n"
       "set yrange [-0.7:2.7]\nset ytics ('failed' 0, 'node B' 1, 'node A' 2)\n"
-      "set xlabel 'seconds since the reboot request'\n"
+      "set xlabel 'seconds since the reboot request or the fault'\n"
       "set key outside right top\nset grid xtics\n";
   double xmin = 0, xmax = 0;
   for (const auto& r : results) {
