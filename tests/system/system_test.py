@@ -44,6 +44,7 @@ VM_GUEST = REPO / "tests" / "vm" / "guest"
 DRAIN_S = 7
 EXIT_TIMEOUT_S = 20
 APISERVER_SHUTDOWN_DELAY = "6s"
+UPSTREAM = "--upstream-readyz=http://127.0.0.1:6443/readyz"  # guest/container-runtime's --listen
 WATCHDOG_S = 5  # the lifecycle case's WatchdogSec= (the shipped 30 s would make the case slow)
 KUBELET_GRACE_S = 12  # the stand-in kubelet's hold in kill-hold: longer than the drain
 KUBELET_DROPIN_S = 300  # item 3: kubelet's 99-kubelet.conf above the shim's vendor 150 s
@@ -671,10 +672,13 @@ def prepare_node_layer(rootfs: Path, build_root: Path, apiserver: Path, director
         shutil.copy2(VM_GUEST / "vm-readyz-watch.service", root / "etc/systemd/system")
         write(root / "etc/system-test/apiserver.env",
               f"APISERVER_SHUTDOWN_DELAY={APISERVER_SHUTDOWN_DELAY}\n")
-        # The operator's settings, where the installed unit reads them.
+        # The operator's settings, where the installed unit reads them. The stand-in apiserver
+        # serves plain HTTP: the upstream check probes it there, and the shipped default (https,
+        # kubeadm's CA) would keep the node unready.
         with open(root / "etc/default/shutdown-shim", "a") as env:
             env.write(f"\n# system test\nSHUTDOWN_SHIM_DRAIN_DELAY={DRAIN_S}s\n"
-                      f"SHUTDOWN_SHIM_EXIT_TIMEOUT={EXIT_TIMEOUT_S}s\n")
+                      f"SHUTDOWN_SHIM_EXIT_TIMEOUT={EXIT_TIMEOUT_S}s\n"
+                      f"SHUTDOWN_SHIM_UPSTREAM={UPSTREAM}\n")
         run(["systemctl", f"--root={root}", "enable", "shutdown-shim.service",
              "containerd.service", "vm-readyz-watch.service"])
     finally:
