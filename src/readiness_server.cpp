@@ -328,6 +328,18 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   append_metric(out, "shutdown_shim_logind_inhibit_delay_too_short", "gauge",
                 "Whether logind would end a shutdown hold before the shim is done (1) or not (0).",
                 status.logind_delay_too_short() ? 1 : 0);
+  if (status.previous) {
+    append_metric(out, "shutdown_shim_previous_shutdown_clean", "gauge",
+                  "Whether the last shutdown of an earlier boot drained in full (1) or not (0), "
+                  "from the event log at start; absent when there is none.",
+                  status.previous->clean() ? 1 : 0);
+    if (status.previous->hold) {
+      append_metric(out, "shutdown_shim_previous_shutdown_hold_seconds", "gauge",
+                    "How long the last shutdown of an earlier boot was held, unready to the lock's "
+                    "release; absent when its records do not say (a hold cut short).",
+                    *status.previous->hold);
+    }
+  }
   fmt::format_to(std::back_inserter(out),
                  "# HELP shutdown_shim_signals_forwarded_total Signals sent to the target.\n"
                  "# TYPE shutdown_shim_signals_forwarded_total counter\n"

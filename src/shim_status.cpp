@@ -65,7 +65,7 @@ std::string logind_delay_detail(const shim_status& s) {
 }
 
 // In the order /readyz?verbose lists them.
-constexpr std::array<check_def, 6> kChecks{{
+constexpr std::array<check_def, 7> kChecks{{
     {"listener", always, [](const shim_status& s) { return s.listener_bound; },
      [](const shim_status& s) { return std::string(s.listener_bound ? "" : "not bound yet"); }},
     // Fails only until the first attempt has finished: a lock that cannot be taken (auto mode) or
@@ -97,6 +97,9 @@ constexpr std::array<check_def, 6> kChecks{{
     {"upstream", [](const shim_status& s) { return s.upstream.has_value(); },
      [](const shim_status& s) { return s.upstream->passed(); },
      [](const shim_status& s) { return s.upstream->detail(); }},
+    // Informational, like logind-inhibit-delay: the past never makes the node unready.
+    {"previous-shutdown", [](const shim_status& s) { return s.previous.has_value(); }, always,
+     [](const shim_status& s) { return s.previous->summary(); }},
 }};
 
 }  // namespace

@@ -220,6 +220,9 @@ std::map<std::string, shim_status> table_states() {
   out["upstream passed, draining"].upstream->pause();
   out["logind warning"] = out["upstream passed"];
   out["logind warning"].logind_delay_max_usec = 5'000'000;
+  out["previous shutdown cut short"] = out["upstream passed"];
+  out["previous shutdown cut short"].previous.emplace();
+  out["previous shutdown cut short"].previous->verdict = shutdown_verdict::cut_short;
   out["everything failing"] = out["upstream failed"];
   out["everything failing"].listener_bound = false;
   out["everything failing"].inhibitor = state::pending;
@@ -229,8 +232,9 @@ std::map<std::string, shim_status> table_states() {
 }
 
 TEST(ReadinessTable, ReadyzVerboseMetricsAndStatusAgreeInEveryState) {
-  const std::vector<std::string> names = {"listener", "inhibitor", "logind-inhibit-delay",
-                                          "shutdown", "target",    "upstream"};
+  const std::vector<std::string> names = {"listener",         "inhibitor", "logind-inhibit-delay",
+                                          "shutdown",         "target",    "upstream",
+                                          "previous-shutdown"};
   for (const auto& [state_name, status] : table_states()) {
     SCOPED_TRACE(state_name);
     const auto checks = status.checks();
