@@ -165,8 +165,10 @@ void shutdown_shim::start() {
   start_bus();
 }
 
-// Once, before the loop runs: a pass over the event log, 0.55 s for 100 MB (docs/install.md),
-// during which nothing is answered. Run anywhere else, it would hold up the loop as long.
+// Once, before the loop runs: one streamed pass over the event log, during which nothing is
+// answered and the lock is not asked for yet. A 100 MB log (384,978 records, 1,254 boots, in the
+// page cache) cost 222-349 ms between the Started and PreviousShutdown records, 3 runs on a
+// shared 2-core machine. Run on the loop later, it would hold up probes as long.
 void shutdown_shim::record_previous_shutdown() {
   if (cfg_.event_log.empty()) return;
   const std::string boot = current_boot_id();
