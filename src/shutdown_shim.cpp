@@ -393,7 +393,6 @@ void shutdown_shim::on_preparing_read(bool preparing) {
 void shutdown_shim::on_lock_changed(logind_inhibitor::lock_state state, const std::string& detail) {
   using lock = logind_inhibitor::lock_state;
   using shown = shim_status::inhibitor_state;
-  const bool was_held = status_.inhibitor == shown::held;
   switch (state) {
     case lock::held:
       status_.inhibitor = shown::held;
@@ -406,10 +405,8 @@ void shutdown_shim::on_lock_changed(logind_inhibitor::lock_state state, const st
       status_.inhibitor = first_attempt_done_ ? shown::retrying : shown::pending;
       break;
     case lock::released:
+      // Recorded by carry_out(release_inhibitor), which alone releases it and knows why.
       status_.inhibitor = shown::released;
-      events_.record(event_kind::InhibitorReleased, status_.drain_cause,
-                     was_held ? "closed the logind lock: the shutdown goes on"
-                              : "hold over (no lock was held)");
       break;
   }
   status_.inhibitor_detail = detail;
@@ -498,14 +495,20 @@ void shutdown_shim::carry_out(const seq::action& a) {
     case kind::cancel_timer:
       hold_timer_.cancel();
       break;
-    case kind::release_inhibitor:
-      if (inhibitor_) {
-        inhibitor_->release();
-      } else {
-        events_.record(event_kind::InhibitorReleased, "hold over",
-                       "hold over (--inhibit=off: no lock to release)");
-      }
+    case kind::release_inhibitor: {
+      // A SIGTERM not passed on (a.message says why) lets go of a lock no shutdown waits for;
+      // only at the end of a hold does the shutdown go on.
+      const bool held = status_.inhibitor == shim_status::inhibitor_state::held;
+      if (inhibitor_) inhibitor_->release();
+      const std::string lock = held         ? "closed the logind lock"
+                               : inhibitor_ ? "no lock was held"
+                                            : "--inhibit=off: no lock to release";
+      events_.record(event_kind::InhibitorReleased, inhibitor_ ? status_.drain_cause : "hold over",
+                     a.message.empty()
+                         ? (held ? lock + ": the shutdown goes on" : "hold over (" + lock + ")")
+                         : a.message + " (" + lock + ")");
       break;
+    }
     case kind::retake_inhibitor:
       // Only a cancel asks for this: the shutdown is over without a reboot.
       forget_shutdown();
