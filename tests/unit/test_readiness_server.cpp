@@ -14,6 +14,7 @@
 #include <boost/beast/http.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -36,7 +37,8 @@
 #endif
 #endif
 #if defined(__SANITIZE_ADDRESS__) || defined(SHIM_TEST_ASAN)
-#include <sanitizer/allocator_interface.h>
+// ASan's runtime has it; GCC 12 ships no sanitizer/allocator_interface.h to declare it.
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 namespace shim {
