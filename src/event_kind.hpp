@@ -28,6 +28,7 @@ enum class event_kind {
   TargetRunning,        // a target was found (at start, or again after TargetLost or a cancel)
   UpstreamFailed,       // the upstream check turned failed (--upstream-fall failures in a row)
   UpstreamPassed,       // the upstream check turned passed (--upstream-rise passes in a row)
+  PreviousShutdown,     // at start: what became of the last shutdown of an earlier boot
 };
 
 // Each event's name and the level it is logged at, in event_kind's order.
@@ -36,7 +37,7 @@ struct event_info {
   log_level level;
 };
 
-inline constexpr std::array<event_info, 17> kEvents{{
+inline constexpr std::array<event_info, 18> kEvents{{
     {"Started", log_level::info},
     {"InhibitorTaken", log_level::info},
     {"ShutdownInitiated", log_level::notice},
@@ -54,9 +55,10 @@ inline constexpr std::array<event_info, 17> kEvents{{
     {"TargetRunning", log_level::info},
     {"UpstreamFailed", log_level::warning},  // the node leaves the load balancer
     {"UpstreamPassed", log_level::info},
+    {"PreviousShutdown", log_level::notice},  // whether the last reboot was drained in full
 }};
 
-static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::UpstreamPassed) + 1,
+static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::PreviousShutdown) + 1,
               "one entry per event_kind, in the same order");
 
 constexpr std::string_view to_string(event_kind kind) {

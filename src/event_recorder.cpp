@@ -119,6 +119,7 @@ void event_recorder::record(event_kind kind, std::string_view cause, std::string
                             const log_fields& fields,
                             std::optional<std::chrono::steady_clock::time_point> at) noexcept {
   const std::string_view name = to_string(kind);
+  ++recorded_[static_cast<std::size_t>(kind)];
   const std::int64_t monotonic_now = clock_microseconds(CLOCK_MONOTONIC);
   const std::int64_t age =
       at ? std::max<std::int64_t>(

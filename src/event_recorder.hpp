@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -46,6 +47,10 @@ class event_recorder {
 
   // Records that could not be written since the start (for a metric).
   std::uint64_t failed_records() const { return failed_; }
+  // Events of this kind since the start, whether or not the file took them (for a metric).
+  std::uint64_t recorded(event_kind kind) const {
+    return recorded_[static_cast<std::size_t>(kind)];
+  }
 
  private:
   int append(std::string_view line) noexcept;
@@ -57,6 +62,7 @@ class event_recorder {
   // A failed record could not be cut off again: the file ends in a torn line.
   bool torn_ = false;
   std::uint64_t failed_ = 0;
+  std::array<std::uint64_t, kEvents.size()> recorded_{};
 };
 
 }  // namespace shim

@@ -4,6 +4,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -23,6 +24,11 @@ namespace {
 // After an error response, how long at most we keep reading (and discarding) before closing:
 // closing with unread input makes the kernel send a RST, which can destroy the response in flight.
 constexpr std::chrono::milliseconds kLingerTimeout{2000};
+
+// The answer buffer a connection keeps between requests: a probe's answer, even ?verbose, fits;
+// a /metrics answer (6.5 KB, and up to twice that in capacity as the string grew) is given back
+// once written (ReadinessServerTest.AnIdleConnectionDoesNotKeepAMetricsAnswer).
+constexpr std::size_t kKeptAnswerCapacity = 2048;
 
 }  // namespace
 
@@ -139,6 +145,7 @@ void http_session::write(then next) {
 }
 
 void http_session::on_write(then next, beast::error_code ec) {
+  if (out_.capacity() > kKeptAnswerCapacity) std::string().swap(out_);
   if (closed() || ec) return;
   if (next == then::read_next) return read_request();
   socket_.shutdown(tcp::socket::shutdown_send, ec);

@@ -67,7 +67,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   bool timer_armed_ = false;
   boost::beast::flat_buffer buffer_;
   std::optional<request_head_parser> parser_;  // the request being read
-  std::string out_;                            // the answer being written; its capacity is reused
+  std::string out_;  // the answer being written; a probe-sized capacity is reused
   std::list<http_session*>::iterator pos_;
   bool registered_ = false;
 };

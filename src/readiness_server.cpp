@@ -18,6 +18,7 @@
 #include "event_recorder.hpp"
 #include "http_server_state.hpp"
 #include "logger.hpp"
+#include "process_metrics.hpp"
 
 namespace shim {
 
@@ -245,6 +246,23 @@ void append_upstream_metrics(std::string& out, const upstream_status& upstream) 
                 upstream.health().consecutive_passes());
 }
 
+// client_golang's names and HELP texts, so that dashboards made for any Go program work.
+void append_process_metrics(std::string& out) {
+  const process_figures p = read_process_figures();
+  const auto append = [&out](std::string_view name, std::string_view type, std::string_view help,
+                             const std::optional<double>& value) {
+    if (value) append_metric(out, name, type, help, *value);
+  };
+  append("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+         p.cpu_seconds);
+  append("process_open_fds", "gauge", "Number of open file descriptors.", p.open_fds);
+  append("process_max_fds", "gauge", "Maximum number of open file descriptors.", p.max_fds);
+  append("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+         p.resident_bytes);
+  append("process_start_time_seconds", "gauge",
+         "Start time of the process since unix epoch in seconds.", p.start_time);
+}
+
 double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
 
 [[noreturn]] void throw_listen_error(const listen_address& address, const beast::error_code& ec) {
@@ -268,14 +286,14 @@ std::size_t connection_cap(std::uint64_t descriptor_limit) {
 http_response handle_request(const shim_status& status, http_request_counts& counts,
                              const http_request& request) {
   answer a = route(status, counts, request);
-  ++counts[static_cast<unsigned>(a.code)];
+  counts.add(handler_of_path(path_of(request.target())), static_cast<unsigned>(a.code));
   return to_response(request, std::move(a));
 }
 
 bool append_response(const shim_status& status, http_request_counts& counts,
                      const http_request& request, std::string& out) {
   const answer a = route(status, counts, request);
-  ++counts[static_cast<unsigned>(a.code)];
+  counts.add(handler_of_path(path_of(request.target())), static_cast<unsigned>(a.code));
   append_answer(out, request, a);
   return request.keep_alive();
 }
@@ -284,7 +302,7 @@ void append_refusal(http_request_counts& counts, http::status code, std::string&
   http_request request{http::verb::get, "", 11};
   request.keep_alive(false);
   append_answer(out, request, {code, std::string(refusal_text(code))});
-  ++counts[static_cast<unsigned>(code)];
+  counts.add(http_handler::other, static_cast<unsigned>(code));
 }
 
 std::string render_metrics(const shim_status& status, const http_request_counts& counts) {
@@ -315,19 +333,37 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   append_metric(out, "shutdown_shim_shutdown_start_time_seconds", "gauge",
                 "Unix time at which the current drain started, 0 if none.", start);
   append_metric(out, "shutdown_shim_drain_delay_seconds", "gauge",
-                "How long the shim keeps the node unready before signalling the target.",
+                "How long a shutdown keeps the node unready, counted from the moment it turns "
+                "unready; the target's signal goes out --signal-delay into it, then the drain "
+                "runs on until it has elapsed.",
                 seconds(status.drain_delay));
   append_metric(out, "shutdown_shim_hold_needed_seconds", "gauge",
                 "How long the shim needs to hold a shutdown: drain delay plus exit timeout.",
                 seconds(status.hold_needed));
+  // Unknown is absent (docs/design.md, "Metrics"): until logind has said its InhibitDelayMaxUSec,
+  // neither gauge is there, so an alert on too_short == 1 needs an absent() beside it.
   if (status.logind_delay_max_usec) {
     append_metric(out, "shutdown_shim_logind_inhibit_delay_max_seconds", "gauge",
-                  "systemd-logind's InhibitDelayMaxUSec, in seconds.",
+                  "systemd-logind's InhibitDelayMaxUSec, in seconds; absent until logind has "
+                  "said it.",
                   static_cast<double>(*status.logind_delay_max_usec) / 1e6);
+    append_metric(out, "shutdown_shim_logind_inhibit_delay_too_short", "gauge",
+                  "Whether logind would end a shutdown hold before the shim is done (1) or not "
+                  "(0); absent until logind has said its InhibitDelayMaxUSec.",
+                  status.logind_delay_too_short() ? 1 : 0);
   }
-  append_metric(out, "shutdown_shim_logind_inhibit_delay_too_short", "gauge",
-                "Whether logind would end a shutdown hold before the shim is done (1) or not (0).",
-                status.logind_delay_too_short() ? 1 : 0);
+  if (status.previous) {
+    append_metric(out, "shutdown_shim_previous_shutdown_clean", "gauge",
+                  "Whether the last shutdown of an earlier boot drained in full (1) or not (0), "
+                  "from the event log at start; absent when there is none.",
+                  status.previous->clean() ? 1 : 0);
+    if (status.previous->hold) {
+      append_metric(out, "shutdown_shim_previous_shutdown_hold_seconds", "gauge",
+                    "How long the last shutdown of an earlier boot was held, unready to the lock's "
+                    "release; absent when its records do not say (a hold cut short).",
+                    *status.previous->hold);
+    }
+  }
   fmt::format_to(std::back_inserter(out),
                  "# HELP shutdown_shim_signals_forwarded_total Signals sent to the target.\n"
                  "# TYPE shutdown_shim_signals_forwarded_total counter\n"
@@ -336,17 +372,29 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   append_metric(out, "shutdown_shim_log_lines_dropped_total", "counter",
                 "Log lines dropped because stderr could not take them (queue full or reader gone).",
                 static_cast<double>(status.log ? status.log->dropped_lines() : 0));
+  out +=
+      "# HELP shutdown_shim_events_total Lifecycle events since the start, by event (each is "
+      "logged, and written to --event-log when there is one).\n"
+      "# TYPE shutdown_shim_events_total counter\n";
+  for (std::size_t i = 0; i < kEvents.size(); ++i) {
+    fmt::format_to(std::back_inserter(out), "shutdown_shim_events_total{{event=\"{}\"}} {}\n",
+                   kEvents[i].name,
+                   status.events ? status.events->recorded(static_cast<event_kind>(i)) : 0);
+  }
   append_metric(out, "shutdown_shim_event_records_failed_total", "counter",
                 "Event log records that could not be written (ENOSPC, EIO, ...).",
                 static_cast<double>(status.events ? status.events->failed_records() : 0));
   out +=
-      "# HELP shutdown_shim_http_requests_total HTTP responses sent, by status code.\n"
+      "# HELP shutdown_shim_http_requests_total HTTP responses sent, by status code and handler "
+      "(the endpoint; other: an unknown path or a request refused before routing).\n"
       "# TYPE shutdown_shim_http_requests_total counter\n";
-  for (const auto& [code, count] : counts) {
-    fmt::format_to(std::back_inserter(out), "shutdown_shim_http_requests_total{{code=\"{}\"}} {}\n",
-                   code, count);
+  for (const auto& [key, count] : counts.all()) {
+    fmt::format_to(std::back_inserter(out),
+                   "shutdown_shim_http_requests_total{{code=\"{}\",handler=\"{}\"}} {}\n",
+                   key.second, to_string(key.first), count);
   }
   if (status.upstream) append_upstream_metrics(out, *status.upstream);
+  append_process_metrics(out);
 #ifdef SHUTDOWN_SHIM_VERSION
   out +=
       "# HELP shutdown_shim_build_info The shim's version.\n"

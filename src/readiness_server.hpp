@@ -6,12 +6,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "config.hpp"
+#include "http_request_counts.hpp"
 #include "shim_status.hpp"
 
 namespace shim {
@@ -54,11 +54,8 @@ struct http_limits {
 using http_request = boost::beast::http::request<boost::beast::http::string_body>;
 using http_response = boost::beast::http::response<boost::beast::http::string_body>;
 
-// Responses sent, by status code: the server's own counters, rendered into /metrics.
-using http_request_counts = std::map<unsigned, std::uint64_t>;
-
 // The pure part of the server: one request in, one response out. Counts the response's status code
-// in `counts`.
+// under its handler in `counts`.
 http_response handle_request(const shim_status& status, http_request_counts& counts,
                              const http_request& request);
 
@@ -68,7 +65,7 @@ bool append_response(const shim_status& status, http_request_counts& counts,
                      const http_request& request, std::string& out);
 
 // The server's answer to a request it refuses before routing (malformed, too large, a body),
-// appended to `out`; the connection closes after it. Counted in `counts`.
+// appended to `out`; the connection closes after it. Counted in `counts`, as handler "other".
 void append_refusal(http_request_counts& counts, boost::beast::http::status code, std::string& out);
 
 // Prometheus text exposition format 0.0.4.

@@ -7,6 +7,7 @@
 
 #include "config.hpp"
 #include "event_log.hpp"
+#include "log_line.hpp"
 #include "logind_config.hpp"
 
 namespace shim {
@@ -25,6 +26,14 @@ std::optional<std::string> shim_status::logind_delay_warning() const {
 }
 
 namespace {
+
+// Every detail shown in /readyz?verbose and STATUS= goes through one_line(): a D-Bus error text
+// can span lines, and one line per check is the format. The longest the shim writes itself, the
+// logind delay warning, is 220 bytes; with --ensure-inhibit-delay's outcome (a path, or a D-Bus
+// error) it may run past the cap, and is cut there.
+constexpr std::size_t kMaxCheckDetail = 512;
+// STATUS= as a whole: the drain or readiness, then each failed check.
+constexpr std::size_t kMaxStatusLine = 1024;
 
 // One row of the readiness table. `applies`: whether the check exists now (the upstream check only
 // with --upstream-readyz, the logind delay check only when there is something to say); `ok` is
@@ -65,7 +74,7 @@ std::string logind_delay_detail(const shim_status& s) {
 }
 
 // In the order /readyz?verbose lists them.
-constexpr std::array<check_def, 6> kChecks{{
+constexpr std::array<check_def, 7> kChecks{{
     {"listener", always, [](const shim_status& s) { return s.listener_bound; },
      [](const shim_status& s) { return std::string(s.listener_bound ? "" : "not bound yet"); }},
     // Fails only until the first attempt has finished: a lock that cannot be taken (auto mode) or
@@ -97,6 +106,9 @@ constexpr std::array<check_def, 6> kChecks{{
     {"upstream", [](const shim_status& s) { return s.upstream.has_value(); },
      [](const shim_status& s) { return s.upstream->passed(); },
      [](const shim_status& s) { return s.upstream->detail(); }},
+    // Informational, like logind-inhibit-delay: the past never makes the node unready.
+    {"previous-shutdown", [](const shim_status& s) { return s.previous.has_value(); }, always,
+     [](const shim_status& s) { return s.previous->summary(); }},
 }};
 
 }  // namespace
@@ -112,7 +124,9 @@ bool shim_status::ready(std::span<const std::string_view> excluded) const {
 std::vector<shim_status::check> shim_status::checks() const {
   std::vector<check> out;
   for (const auto& def : kChecks) {
-    if (def.applies(*this)) out.push_back({def.name, def.ok(*this), def.detail(*this)});
+    if (def.applies(*this)) {
+      out.push_back({def.name, def.ok(*this), one_line(def.detail(*this), kMaxCheckDetail)});
+    }
   }
   return out;
 }
@@ -124,14 +138,16 @@ std::string status_line(const shim_status& status) {
   std::string text;
   if (status.draining) {
     // The shutdown check, in the words of the hold.
-    text = status.inhibitor == state::released ? "hold over, unready: " + status.drain_cause
-                                               : "draining, reboot on hold: " + status.drain_cause;
+    const std::string cause = one_line(status.drain_cause, kMaxCheckDetail);
+    text = status.inhibitor == state::released ? "hold over, unready: " + cause
+                                               : "draining, reboot on hold: " + cause;
   } else if (ready) {
     text = status.inhibitor == state::held
                ? "ready; holding a logind delay lock"
                : "ready; no logind lock (" +
-                     (status.inhibitor_detail.empty() ? std::string("--inhibit=off")
-                                                      : status.inhibitor_detail) +
+                     (status.inhibitor_detail.empty()
+                          ? std::string("--inhibit=off")
+                          : one_line(status.inhibitor_detail, kMaxCheckDetail)) +
                      ")";
   } else {
     text = "unready";
@@ -142,7 +158,7 @@ std::string status_line(const shim_status& status) {
     if (!c.detail.empty()) text += ": " + c.detail;
   }
   if (status.logind_delay_too_short()) text += "; WARNING: logind InhibitDelayMaxSec too short";
-  return text;
+  return one_line(text, kMaxStatusLine);
 }
 
 }  // namespace shim

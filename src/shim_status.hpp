@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "previous_shutdown.hpp"
 #include "upstream_status.hpp"
 
 namespace shim {
@@ -55,6 +56,10 @@ struct shim_status {
   // What --ensure-inhibit-delay did about it ("raised from 5s to 2m29s by ..."); empty when off.
   std::string logind_delay_ensure;
   std::uint64_t signals_forwarded = 0;
+
+  // What the event log says of the last shutdown of an earlier boot, read once at start; none
+  // when there is no such shutdown (or no event log).
+  std::optional<previous_shutdown> previous;
 
   // Where /metrics reads what logging lost (lines dropped, event records not written); null when
   // there is none (tests).

@@ -24,6 +24,11 @@ action unready(std::string message, std::string cause, shutdown_sequence::time_p
   return action{kind::become_unready, std::move(message), event, now, std::move(cause)};
 }
 
+// What a SIGTERM that is not passed on does, and why: the shim stops, nothing is shutting down.
+std::string stop_without_signal(const std::string& why) {
+  return "stopping without signalling the target: " + why;
+}
+
 // t + d, or the end of time rather than an overflow (a resumed unready_at comes from a file).
 shutdown_sequence::time_point later(shutdown_sequence::time_point t,
                                     shutdown_sequence::duration d) {
@@ -87,8 +92,21 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   target_gone_ = !settings_.has_target;
   decision_ = decision_state::pending;
 
-  out.push_back(
-      unready("received " + cause + ", becoming unready, keeping the reboot on hold", cause, now));
+  // Words for what is known now: a SIGTERM that is not passed on stops the shim and holds no
+  // reboot; whether one is asked of PID 1 is said once it answers (decide()).
+  std::string words = "received " + cause + ", becoming unready";
+  switch (decision) {
+    case forward_decision::forward:
+      words += ", keeping the reboot on hold";
+      break;
+    case forward_decision::skip:
+      words += ", " + stop_without_signal(cause + " is not passed on by policy");
+      break;
+    case forward_decision::ask_system_state:
+      words += "; asking PID 1 whether the system is shutting down";
+      break;
+  }
+  out.push_back(unready(words, cause, now));
   // STOPPING=1 only when the shim itself is going to exit: after PrepareForShutdown it stays up,
   // and systemd would take STOPPING=1 as the start of its stop and SIGKILL it TimeoutStopSec
   // later, holding the reboot that long (seen in the VM test).
@@ -114,11 +132,12 @@ void shutdown_sequence::decide(bool forward, const std::string& why, actions& ou
   // Not our shutdown (a restart of the shim, or kubelet stopping the pod, which signals the
   // apiserver itself): let go at once rather than hold anything.
   decision_ = decision_state::skip;
-  out.push_back(note("not forwarding the signal: " + why + "; releasing the lock and exiting"));
+  const std::string words = stop_without_signal(why);
+  out.push_back(note(words));
   phase_ = phase::released;
   if (armed_) out.push_back(make(kind::cancel_timer));
   armed_.reset();
-  out.push_back(make(kind::release_inhibitor));
+  out.push_back(make(kind::release_inhibitor, words));
   request_exit(out);
 }
 
@@ -130,7 +149,7 @@ shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool 
     out.push_back(note("the system is going down (SystemState=" + state + "): forwarding"));
     decide(true, state, out);
   } else {
-    decide(false, "the system is not going down (SystemState=" + state + ")", out);
+    decide(false, "the system is not shutting down (SystemState=" + state + ")", out);
   }
   advance(now, out);
   return out;

@@ -81,7 +81,8 @@ class shutdown_sequence {
       watch_target,      // re-resolve until a target runs again, then call target_running()
       arm_timer,         // at: call timer_expired() then; replaces the previous timer
       cancel_timer,
-      release_inhibitor,  // close the lock fd
+      release_inhibitor,  // close the lock fd; message: why, when no shutdown goes on (a SIGTERM
+                          // not passed on), else empty
       retake_inhibitor,   // take the lock again if it is not held
       exit,               // the shim's work is done (wrapper: exit once the child has exited)
       note,               // a log line, with event when it is a lifecycle event

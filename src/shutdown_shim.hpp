@@ -106,6 +106,7 @@ class shutdown_shim {
   void on_stray_signal(int signal);
   void on_child_exit(int code);
 
+  void record_previous_shutdown();
   void start_bus();
   void start_child();
   void install_signal_handlers();

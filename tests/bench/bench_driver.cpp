@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -42,6 +43,7 @@
 #include "node_sandbox.hpp"
 #include "private_bus.hpp"
 #include "process.hpp"
+#include "test_pki.hpp"
 
 extern char** environ;
 
@@ -62,19 +64,21 @@ struct options {
   int wrk_connections = 50;
   int wrk_threads = 1;
   int wrk_rounds = 3;
-  std::set<std::string> sections{"reboot", "sigterm", "startup", "idle", "http"};
+  int crashes = 20;  // of the apiserver, each to the first 503
+  int hangs = 5;     // of the apiserver, each to the first 503
+  std::set<std::string> sections{"reboot", "sigterm", "startup", "idle", "http", "upstream"};
   std::string build_info = "unknown";
   // Other shim binaries for the /readyz section, interleaved with the rest: "LABEL=PATH".
   std::vector<std::pair<std::string, std::string>> shim_variants;
 };
 
 [[noreturn]] void usage(const std::string& why) {
-  std::cerr
-      << "bench_driver: " << why << "\n"
-      << "usage: bench_driver [--reboots=N] [--sigterms=N] [--starts=N] [--idle-seconds=N]\n"
-      << "  [--drain=DURATION] [--wrk-duration=SECONDS] [--wrk-connections=N]\n"
-      << "  [--wrk-threads=N] [--wrk-rounds=N] [--sections=reboot,sigterm,startup,idle,http]\n"
-      << "  [--build-info=TEXT] [--shim-variant=LABEL=PATH ...]\n";
+  std::cerr << "bench_driver: " << why << "\n"
+            << "usage: bench_driver [--reboots=N] [--sigterms=N] [--starts=N] [--idle-seconds=N]\n"
+            << "  [--drain=DURATION] [--wrk-duration=SECONDS] [--wrk-connections=N]\n"
+            << "  [--wrk-threads=N] [--wrk-rounds=N] [--crashes=N] [--hangs=N]\n"
+            << "  [--sections=reboot,sigterm,startup,idle,http,upstream]\n"
+            << "  [--build-info=TEXT] [--shim-variant=LABEL=PATH ...]\n";
   std::exit(2);
 }
 
@@ -112,6 +116,10 @@ options parse_options(int argc, char** argv) {
       o.wrk_threads = number();
     } else if (key == "--wrk-rounds") {
       o.wrk_rounds = number();
+    } else if (key == "--crashes") {
+      o.crashes = number();
+    } else if (key == "--hangs") {
+      o.hangs = number();
     } else if (key == "--build-info") {
       o.build_info = value;
     } else if (key == "--shim-variant") {
@@ -122,7 +130,8 @@ options parse_options(int argc, char** argv) {
       o.sections.clear();
       std::stringstream in(value);
       for (std::string s; std::getline(in, s, ',');) {
-        if (s != "reboot" && s != "sigterm" && s != "startup" && s != "idle" && s != "http") {
+        if (s != "reboot" && s != "sigterm" && s != "startup" && s != "idle" && s != "http" &&
+            s != "upstream") {
           usage("unknown section " + s);
         }
         o.sections.insert(s);
@@ -511,6 +520,79 @@ struct timed_prober {
   }
 };
 
+// --- a stand-in kube-apiserver over HTTPS, for the target and upstream checks ------------------
+
+// The upstream probe as the sections below run it: kubelet's default probe period and timeout,
+// HAProxy's default fall and rise.
+constexpr std::chrono::milliseconds kProbeInterval{1000};
+constexpr std::chrono::milliseconds kProbeTimeout{1000};
+constexpr unsigned kProbeFall = 3;
+constexpr unsigned kProbeRise = 2;
+
+// fake_apiserver serving /readyz over HTTPS with the test PKI's server certificate (kubeadm's
+// names), on a port that stays the same across restarts, with its pidfile for the target check.
+class tls_apiserver {
+ public:
+  explicit tls_apiserver(sandbox::node_sandbox& sb)
+      : sb_(sb),
+        pki_(make_pki(sb.path("pki"))),
+        port_(sandbox::pick_free_port()),
+        pidfile_(sb.path("tls-apiserver.pid")) {
+    start();
+  }
+
+  void start() {
+    const auto port_file = sb_.path("tls-apiserver.port");
+    std::error_code ec;
+    std::filesystem::remove(port_file, ec);
+    std::filesystem::remove(pidfile_, ec);
+    process_ =
+        &sb_.spawn(fmt::format("tls-apiserver-{}", starts_++),
+                   {sb_.tools().fake_apiserver, fmt::format("--listen=127.0.0.1:{}", port_),
+                    "--port-file=" + port_file.string(), "--pidfile=" + pidfile_.string(),
+                    "--tls-cert-file=" + pki_.server.cert.string(),
+                    "--tls-private-key-file=" + pki_.server.key.string(), "--name=kube-apiserver"});
+    require(wait_until([&] { return !sandbox::read_text_file(port_file).empty(); }, 30s),
+            "fake_apiserver did not listen");
+  }
+
+  sandbox::child_process& process() { return *process_; }
+
+  // The shim's target check on the pidfile and its upstream check on /readyz, verified.
+  std::vector<std::string> shim_flags() const {
+    return {fmt::format("--upstream-readyz=https://127.0.0.1:{}/readyz", port_),
+            "--upstream-ca-file=" + pki_.ca.string(),
+            fmt::format("--upstream-interval={}ms", kProbeInterval.count()),
+            fmt::format("--upstream-timeout={}ms", kProbeTimeout.count()),
+            fmt::format("--upstream-fall={}", kProbeFall),
+            fmt::format("--upstream-rise={}", kProbeRise),
+            "--target-pidfile=" + pidfile_.string()};
+  }
+
+ private:
+  static sandbox::test_pki make_pki(const std::filesystem::path& dir) {
+    std::filesystem::create_directories(dir);
+    return sandbox::test_pki::make(dir);
+  }
+
+  sandbox::node_sandbox& sb_;
+  sandbox::test_pki pki_;
+  std::uint16_t port_;
+  std::filesystem::path pidfile_;
+  sandbox::child_process* process_ = nullptr;
+  int starts_ = 0;
+};
+
+// The upstream probes the shim has made so far, from its /metrics.
+std::optional<double> upstream_probes(std::uint16_t port) {
+  sandbox::http_client client(port);
+  const auto r = client.get("/metrics");
+  const std::string name = "\nshutdown_shim_upstream_probe_duration_seconds_count ";
+  const auto at = r.body.find(name);
+  if (!r.ok || at == std::string::npos) return std::nullopt;
+  return std::stod(r.body.substr(at + name.size()));
+}
+
 // --- unready latency and hold accuracy, through logind ------------------------------------------
 
 struct hold_scenario {
@@ -706,17 +788,29 @@ struct idle_sample {
   std::uint64_t hwm_kb = 0, rss_kb = 0, anon_kb = 0, file_kb = 0;
   std::uint64_t pss_kb = 0, private_kb = 0;  // from smaps_rollup; private = USS
   std::vector<mapping_use> mappings;
+  // With the upstream check on: the probes made over both windows (from the metrics read just
+  // before the first window and just after the second).
+  std::optional<double> probes;
 };
 
-// Both shims idle side by side: one with --inhibit=off, one holding the lock against logind.
+// The shims idle side by side: one with --inhibit=off, one holding the lock against logind, and
+// one with --inhibit=off whose upstream check probes an HTTPS apiserver (OpenSSL loaded).
 std::vector<idle_sample> run_idle(sandbox::node_sandbox& sb, const options& o) {
+  tls_apiserver api(sb);
   auto off = spawn_shim(sb, "idle-off", {"--inhibit=off"});
   auto lock = spawn_shim(sb, "idle-lock", {"--inhibit=required"});
+  auto polling_flags = api.shim_flags();
+  polling_flags.push_back("--inhibit=off");
+  auto polling = spawn_shim(sb, "idle-upstream", polling_flags);
   require(wait_http_200(off.port, 30s), "the --inhibit=off shim did not become ready");
+  require(wait_http_200(polling.port, 30s), "the shim with the upstream check did not get ready");
   wait_shim_ready_and_locked(sb, lock);
+  const auto probes_before = upstream_probes(polling.port);
   std::this_thread::sleep_for(500ms);
-  std::vector<std::pair<std::string, running_shim*>> shims{{"--inhibit=off", &off},
-                                                           {"lock held against logind", &lock}};
+  const std::string polling_mode =
+      fmt::format("--inhibit=off, upstream check on (HTTPS every {} ms)", kProbeInterval.count());
+  std::vector<std::pair<std::string, running_shim*>> shims{
+      {"--inhibit=off", &off}, {"lock held against logind", &lock}, {polling_mode, &polling}};
   struct snapshot {
     wakeups w;
     std::uint64_t ticks;
@@ -756,8 +850,12 @@ std::vector<idle_sample> run_idle(sandbox::node_sandbox& sb, const options& o) {
     s.private_kb = rollup["Private_Clean"] + rollup["Private_Dirty"];
     samples.push_back(std::move(s));
   }
+  const auto probes_after = upstream_probes(polling.port);
+  require(probes_before && probes_after, "no upstream probe count in /metrics");
+  samples.back().probes = *probes_after - *probes_before;
   off.process->kill_and_reap();
   lock.process->kill_and_reap();
+  polling.process->kill_and_reap();
   return samples;
 }
 
@@ -868,6 +966,8 @@ wrk_result run_wrk(const options& o, const http_server& server, bool new_connect
   return r;
 }
 
+constexpr const char* kPollingServer = "shutdown-shim, upstream check on";
+
 struct http_report {
   // mode ("keep-alive" / "new connections") -> server -> one result per round
   std::map<std::string, std::map<std::string, std::vector<wrk_result>>> results;
@@ -882,6 +982,12 @@ http_report run_http(sandbox::node_sandbox& sb, const options& o) {
 
   auto shim = spawn_shim(sb, "http-shim", {"--inhibit=required"});
   wait_shim_ready_and_locked(sb, shim);
+  // The same, with its upstream check polling an HTTPS apiserver all the while.
+  tls_apiserver api(sb);
+  auto polling_flags = api.shim_flags();
+  polling_flags.push_back("--inhibit=off");
+  auto polling = spawn_shim(sb, "http-shim-upstream", polling_flags);
+  require(wait_http_200(polling.port, 30s), "the shim with the upstream check did not get ready");
 
   const std::uint16_t nginx_port = sandbox::pick_free_port();
   const auto nginx_conf = dir / "nginx" / "nginx.conf";
@@ -929,6 +1035,7 @@ http_report run_http(sandbox::node_sandbox& sb, const options& o) {
 
   report.shim_hwm_before_kb = proc_status_kb(shim.process->pid())["VmHWM"];
   std::vector<http_server> servers{{"shutdown-shim", shim.port, shim.process->pid()},
+                                   {kPollingServer, polling.port, polling.process->pid()},
                                    {"nginx", nginx_port, nginx.pid()},
                                    {"HAProxy monitor-uri", haproxy_port, haproxy.pid()}};
   // Other builds of the shim (a change against its base, say), interleaved with the rest.
@@ -957,9 +1064,62 @@ http_report run_http(sandbox::node_sandbox& sb, const options& o) {
   report.shim_hwm_after_kb = proc_status_kb(shim.process->pid())["VmHWM"];
   for (auto& v : variants) v.process->kill_and_reap();
   shim.process->kill_and_reap();
+  polling.process->kill_and_reap();
   nginx.stop();
   haproxy.stop();
   return report;
+}
+
+// --- the target and upstream checks: crash and hang to the first 503 ----------------------------
+
+struct upstream_report {
+  std::vector<double> crash_ms;  // SIGKILL of the apiserver -> first 503 (the target check)
+  std::vector<double> hang_ms;   // SIGSTOP of the apiserver -> first 503 (the upstream check)
+  std::vector<double> crash_probe_interval_us;
+};
+
+upstream_report run_upstream(sandbox::node_sandbox& sb, const options& o) {
+  upstream_report r;
+  tls_apiserver api(sb);
+  auto flags = api.shim_flags();
+  flags.push_back("--inhibit=off");
+  auto shim = spawn_shim(sb, "upstream-shim", flags);
+  for (int i = 0; i < o.crashes; ++i) {
+    require(wait_http_200(shim.port, 30s), "the shim did not get ready with its apiserver up");
+    timed_prober probe(shim.port);
+    const auto kill_us = monotonic_us();
+    api.process().signal(SIGKILL);
+    require(wait_until([&] { return probe.prober.first_status_at(503, kill_us).has_value(); }, 10s),
+            "no 503 after the apiserver's SIGKILL");
+    probe.stop();
+    r.crash_ms.push_back(us_to_ms(diff_us(kill_us, *probe.prober.first_status_at(503, kill_us))));
+    r.crash_probe_interval_us.push_back(probe.interval_us());
+    require(api.process().wait_for_exit(10s).has_value(), "the killed apiserver was not reaped");
+    std::cerr << fmt::format("  crash {}/{}: SIGKILL->503 {:.2f} ms\n", i + 1, o.crashes,
+                             r.crash_ms.back());
+    api.start();
+  }
+  const auto window = kProbeFall * (kProbeInterval + kProbeTimeout);
+  for (int i = 0; i < o.hangs; ++i) {
+    require(wait_http_200(shim.port, 30s), "the shim did not get ready with its apiserver up");
+    // One probe a millisecond: the hang takes seconds to detect, a tight loop would only load
+    // the machine the shim's probe timing runs on.
+    sandbox::http_prober prober(shim.port, "/readyz", 1000us, 120s);
+    require(wait_until([&] { return !prober.changes().empty(); }, 10s), "the prober got no answer");
+    const auto stop_us = monotonic_us();
+    api.process().signal(SIGSTOP);
+    const bool unready =
+        wait_until([&] { return prober.first_status_at(503, stop_us).has_value(); }, 3 * window);
+    prober.stop();
+    api.process().signal(SIGCONT);
+    require(unready, "no 503 while the apiserver hung");
+    r.hang_ms.push_back(us_to_ms(diff_us(stop_us, *prober.first_status_at(503, stop_us))));
+    std::cerr << fmt::format("  hang {}/{}: SIGSTOP->503 {:.0f} ms\n", i + 1, o.hangs,
+                             r.hang_ms.back());
+  }
+  shim.process->kill_and_reap();
+  api.process().kill_and_reap();
+  return r;
 }
 
 // --- the report ---------------------------------------------------------------------------------
@@ -1125,6 +1285,37 @@ void print_hold(const options& o,
   }
 }
 
+// The shim whose upstream check polls: its wake-ups are the probes', so the target is one probe
+// per interval and a few wake-ups for each (timer, write, read), nothing more; its RSS has
+// OpenSSL in it, which the 4 MiB target (set before the upstream check) does not allow for.
+void print_idle_polling(const options& o, const idle_sample& s, std::vector<std::string>& summary) {
+  const double probes = *s.probes;
+  const double expected =
+      2.0 * o.idle_seconds * 1000.0 / static_cast<double>(kProbeInterval.count());
+  const auto wakes =
+      s.first.voluntary + s.first.involuntary + s.second.voluntary + s.second.involuntary;
+  const double per_probe = probes > 0 ? static_cast<double>(wakes) / probes : NAN;
+  // The windows are 0.5 s short of the span the probe count covers: one probe more is allowed.
+  const bool one_per_interval = probes <= expected + 1;
+  std::cout << fmt::format(
+      "| peak RSS idle, {} | VmHWM {} (VmRSS {}: anon {}, file {}); Pss {}, private (USS) {} | "
+      "none (OpenSSL) |\n",
+      s.mode, mib(s.hwm_kb), mib(s.rss_kb), mib(s.anon_kb), mib(s.file_kb), mib(s.pss_kb),
+      mib(s.private_kb));
+  std::cout << fmt::format(
+      "| wake-ups idle, {}, 2 x {} s | {} voluntary + {} involuntary context switches for {:.0f} "
+      "probes ({:.1f} per probe), {} CPU ticks | one probe per interval: **{}** |\n",
+      s.mode, o.idle_seconds, s.first.voluntary + s.second.voluntary,
+      s.first.involuntary + s.second.involuntary, probes, per_probe,
+      s.first.cpu_ticks + s.second.cpu_ticks, one_per_interval ? "met" : "missed");
+  summary.push_back(fmt::format(
+      "idle with the upstream check on: one probe per interval: {} ({:.0f} probes in {} s, "
+      "{:.1f} wake-ups per probe)",
+      one_per_interval ? "met" : "missed", probes, 2 * o.idle_seconds, per_probe));
+  summary.push_back(
+      fmt::format("peak RSS idle with the upstream check on (OpenSSL loaded): {}", mib(s.hwm_kb)));
+}
+
 void print_startup_idle(const options& o, const std::vector<startup_sample>& off,
                         const std::vector<startup_sample>& lock,
                         const std::vector<idle_sample>& idle, const http_report* http,
@@ -1159,6 +1350,10 @@ void print_startup_idle(const options& o, const std::vector<startup_sample>& off
   startup_row("--inhibit=off", off);
   startup_row("lock taken from logind", lock);
   for (const auto& s : idle) {
+    if (s.probes) {
+      print_idle_polling(o, s, summary);
+      continue;
+    }
     const bool rss_met = s.hwm_kb < 4096;
     std::cout << fmt::format(
         "| peak RSS idle, {} | VmHWM {} (VmRSS {}: anon {}, file {}); Pss {}, private (USS) {} | "
@@ -1188,7 +1383,7 @@ void print_startup_idle(const options& o, const std::vector<startup_sample>& off
   }
   std::cout << "\n";
   for (const auto& s : idle) {
-    if (s.mode.find("lock") == std::string::npos) continue;
+    if (s.mode.find("lock") == std::string::npos && !s.probes) continue;
     std::cout << "### Where the idle RSS goes (" << s.mode
               << ", from /proc/PID/smaps)\n\n| mapping | Rss | private | shared |\n"
                  "| --- | ---: | ---: | ---: |\n";
@@ -1253,14 +1448,45 @@ void print_http(const options& o, const http_report& r, std::vector<std::string>
           "| {}, {} |\n",
           server, rps, med(server, &wrk_result::p50_ms), p99, rps / nginx_rps, p99 / nginx_p99,
           med(server, &wrk_result::server_cpu), cpu, cpu / nginx_cpu, errors, non2xx);
-      if (server == "shutdown-shim") {
-        summary.push_back(fmt::format("/readyz req/s >= nginx ({}): {} ({:.2f}x)", mode,
+      if (server == "shutdown-shim" || server == kPollingServer) {
+        const std::string what = server == kPollingServer ? mode + ", upstream check on" : mode;
+        summary.push_back(fmt::format("/readyz req/s >= nginx ({}): {} ({:.2f}x)", what,
                                       rps >= nginx_rps ? "met" : "missed", rps / nginx_rps));
-        summary.push_back(fmt::format("/readyz p99 <= nginx ({}): {} ({:.2f}x)", mode,
+        summary.push_back(fmt::format("/readyz p99 <= nginx ({}): {} ({:.2f}x)", what,
                                       p99 <= nginx_p99 ? "met" : "missed", p99 / nginx_p99));
       }
     }
     std::cout << "\n";
+  }
+}
+
+void print_upstream(const upstream_report& r, std::vector<std::string>& summary) {
+  const auto window = kProbeFall * (kProbeInterval + kProbeTimeout);
+  std::cout << fmt::format(
+      "## The target and upstream checks\n\n"
+      "A shim (--inhibit=off) with its target check on the stand-in apiserver's pidfile and its "
+      "upstream check on the apiserver's /readyz over HTTPS (CA file, interval {} ms, timeout {} "
+      "ms, fall {}, rise {}). *Crash*: SIGKILL of the apiserver to the first 503, seen by a "
+      "back-to-back prober (mean probe interval p50 {:.0f} us); the pidfd reports the exit, no "
+      "probe is needed. *Hang*: SIGSTOP of the apiserver to the first 503, seen by a prober every "
+      "millisecond; the configured window is fall x (interval + timeout) = {} ms.\n\n",
+      kProbeInterval.count(), kProbeTimeout.count(), kProbeFall, kProbeRise,
+      median(r.crash_probe_interval_us), window.count());
+  const double window_ms = static_cast<double>(window.count());
+  print_distribution_table({
+      {"apiserver SIGKILL -> first 503", r.crash_ms, "p99 < 5 ms", p99_below(5)},
+      {"apiserver SIGSTOP -> first 503", r.hang_ms, fmt::format("max <= {} ms", window.count()),
+       [window_ms](double, double, double mx) { return mx <= window_ms; }},
+  });
+  if (!r.crash_ms.empty()) {
+    const double p99 = percentile(r.crash_ms, 99);
+    summary.push_back(fmt::format("apiserver crash to 503, p99 < 5 ms: {} (p50 {}, p99 {})",
+                                  p99 < 5 ? "met" : "missed", ms(median(r.crash_ms)), ms(p99)));
+  }
+  if (!r.hang_ms.empty()) {
+    const double mx = percentile(r.hang_ms, 100);
+    summary.push_back(fmt::format("apiserver hang to 503 within the window ({} ms): {} (max {})",
+                                  window.count(), mx <= window_ms ? "met" : "missed", ms(mx)));
   }
 }
 
@@ -1274,6 +1500,7 @@ int run(const options& o) {
   std::vector<startup_sample> start_off, start_lock;
   std::vector<idle_sample> idle;
   std::optional<http_report> http;
+  std::optional<upstream_report> upstream;
 
   if (o.sections.count("reboot")) {
     const std::uint64_t drain_ms = duration_us(o.drain) / 1000;
@@ -1291,7 +1518,8 @@ int run(const options& o) {
     std::cerr << "SIGTERM to the shim\n";
     sigterms = run_sigterms(o);
   }
-  if (o.sections.count("startup") || o.sections.count("idle") || o.sections.count("http")) {
+  if (o.sections.count("startup") || o.sections.count("idle") || o.sections.count("http") ||
+      o.sections.count("upstream")) {
     sandbox::node_sandbox sb;
     try {
       if (o.sections.count("startup")) {
@@ -1306,6 +1534,10 @@ int run(const options& o) {
       if (o.sections.count("http")) {
         std::cerr << "wrk\n";
         http = run_http(sb, o);
+      }
+      if (o.sections.count("upstream")) {
+        std::cerr << "apiserver crashes and hangs\n";
+        upstream = run_upstream(sb, o);
       }
     } catch (...) {
       sb.dump_logs(std::cerr, 40);
@@ -1353,6 +1585,7 @@ int run(const options& o) {
     print_startup_idle(o, start_off, start_lock, idle, http ? &*http : nullptr, summary);
   }
   if (http) print_http(o, *http, summary);
+  if (upstream) print_upstream(*upstream, summary);
   std::cout << "## Targets\n\n";
   for (const auto& s : summary) std::cout << "- " << s << "\n";
   std::cout << "\n";

@@ -9,6 +9,12 @@
 // client sends through it for the whole scenario and records every request. Everything runs in a
 // private network namespace: its loopback, ports and HAProxy touch nothing of the machine's.
 //
+// The apiserver-crash and apiserver-hang scenarios break node A's apiserver without a reboot
+// (SIGKILL, then a restart 5 s later; SIGSTOP for 10 s, then SIGCONT), each with a shim on both
+// nodes: a baseline shim without the target and upstream checks (the behaviour before issue 9:
+// /readyz knew only shutdowns), and one with them. --check wants failed requests in the baseline,
+// fewer with the checks, and none with the checks among requests sent after the detection window.
+//
 // Exit status: 0 all scenarios ran (and, with --check, met the pass criterion), 1 otherwise,
 // 2 usage, 77 cannot run here (not root, no haproxy) unless CI=true.
 
@@ -61,8 +67,20 @@ struct settings {
   // The stand-in apiserver's time to answer a request: a real GET takes milliseconds, so requests
   // are in flight on a node when it dies.
   double request_time_s = 0.015;
-  double lead_s = 2;  // load before the reboot
-  double tail_s = 2;  // load after the last event
+  double lead_s = 2;              // load before the reboot
+  double tail_s = 2;              // load after the last event
+  double request_timeout_s = 10;  // a request not answered by then is a failure
+  // apiserver-crash: the restart's delay after the SIGKILL; apiserver-hang: the SIGSTOP's length.
+  double restart_after_s = 5;
+  double hang_s = 10;
+  // apiserver-hang: a client's request timeout. A hung server answers everything at SIGCONT, so a
+  // client that waits for ever sees a slow request, never a failure; one with a timeout shorter
+  // than the hang (kubectl --request-timeout, a controller's context) sees the outage.
+  double hang_request_timeout_s = 2;
+  // The shim's upstream check in the shim-apiserver-* scenarios (its defaults).
+  double upstream_interval_s = 1;
+  double upstream_timeout_s = 1;
+  unsigned upstream_fall = 3;
   std::string lb_mode = "tcp";
   unsigned lb_retries = 1;
   fs::path out_dir = "e2e-out";
@@ -71,10 +89,20 @@ struct settings {
   std::string haproxy = "/usr/sbin/haproxy";
 };
 
-const std::vector<std::string> kAllScenarios = {"baseline-no-signal", "baseline-apiserver-delay",
-                                                "shim-attach", "shim-wrapper", "shim-cancel"};
+const std::vector<std::string> kAllScenarios = {"baseline-no-signal",   "baseline-apiserver-delay",
+                                                "shim-attach",          "shim-wrapper",
+                                                "shim-cancel",          "baseline-apiserver-crash",
+                                                "shim-apiserver-crash", "baseline-apiserver-hang",
+                                                "shim-apiserver-hang"};
 
+bool is_crash_scenario(const std::string& s) { return s.ends_with("-apiserver-crash"); }
+bool is_hang_scenario(const std::string& s) { return s.ends_with("-apiserver-hang"); }
+// The apiserver breaks while the node stays up: no reboot.
+bool is_fault_scenario(const std::string& s) { return is_crash_scenario(s) || is_hang_scenario(s); }
+// A reboot scenario with the shim, or a fault scenario with the target and upstream checks.
 bool is_shim_scenario(const std::string& s) { return s.starts_with("shim-"); }
+// Whether the nodes run a shim (the fault baselines run one without the checks).
+bool runs_shim(const std::string& s) { return is_shim_scenario(s) || is_fault_scenario(s); }
 
 std::string seconds(double s) { return fmt::format("{}ms", std::llround(s * 1000)); }
 
@@ -109,10 +137,13 @@ std::optional<std::string> flag(std::string_view arg, std::string_view name) {
       "e2e_disruption: {}\n"
       "usage: e2e_disruption [--drain=3s] [--exit-timeout=10s] [--stop-timeout=DUR]\n"
       "  [--inter=1s] [--fall=2] [--rise=2] [--rate=200] [--request-time=15ms]\n"
-      "  [--lead=2s] [--tail=2s]\n"
+      "  [--lead=2s] [--tail=2s] [--request-timeout=10s] [--restart-after=5s] [--hang=10s]\n"
+      "  [--hang-request-timeout=2s]\n"
       "  [--lb-mode=tcp|http] [--lb-retries=1] [--out-dir=DIR] [--scenario=NAME]... [--check]\n"
       "scenarios: baseline-no-signal baseline-apiserver-delay shim-attach shim-wrapper "
-      "shim-cancel\n",
+      "shim-cancel\n"
+      "  baseline-apiserver-crash shim-apiserver-crash baseline-apiserver-hang "
+      "shim-apiserver-hang\n",
       error);
   std::exit(2);
 }
@@ -143,6 +174,14 @@ settings parse(int argc, char** argv) {
         s.lead_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--tail")) {
         s.tail_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--request-timeout")) {
+        s.request_timeout_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--restart-after")) {
+        s.restart_after_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--hang")) {
+        s.hang_s = parse_seconds(*v);
+      } else if (auto v = flag(a, "--hang-request-timeout")) {
+        s.hang_request_timeout_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--lb-mode")) {
         if (*v != "tcp" && *v != "http") usage("--lb-mode is tcp or http");
         s.lb_mode = *v;
@@ -168,6 +207,8 @@ settings parse(int argc, char** argv) {
   if (s.scenarios.empty()) s.scenarios = kAllScenarios;
   if (s.stop_timeout_s == 0) s.stop_timeout_s = s.drain_s * 90.0 / 70.0;
   if (s.rate <= 0 || s.fall == 0 || s.rise == 0) usage("rate, fall and rise must be positive");
+  if (s.request_timeout_s <= 0 || s.hang_request_timeout_s <= 0)
+    usage("request timeouts must be positive");
   return s;
 }
 
@@ -213,6 +254,24 @@ std::vector<std::string> shim_argv(const std::string& shim, std::uint16_t port, 
           "--inhibit=required",
           "--event-log=" + event_log.string(),
           "--log-format=json"};
+}
+
+// The upstream check of the shim-apiserver-* scenarios, on node A's plain-HTTP stand-in.
+std::vector<std::string> upstream_flags(std::uint16_t api_port, const settings& s) {
+  return {fmt::format("--upstream-readyz=http://127.0.0.1:{}/readyz", api_port),
+          "--upstream-interval=" + seconds(s.upstream_interval_s),
+          "--upstream-timeout=" + seconds(s.upstream_timeout_s),
+          fmt::format("--upstream-fall={}", s.upstream_fall)};
+}
+
+// Fault scenarios: how long after the fault node A may still get requests with the checks on.
+// The shim's 503 comes at once for a crash (its pidfd), after `fall` failed probes for a hang
+// (each within interval + timeout of the one before); then HAProxy takes `fall` checks `inter`
+// apart. Half a second more for a loaded machine.
+double detection_window_s(const settings& s, const std::string& name) {
+  const double shim =
+      is_hang_scenario(name) ? s.upstream_fall * (s.upstream_interval_s + s.upstream_timeout_s) : 0;
+  return shim + parse_seconds(s.inter) * s.fall + 0.5;
 }
 
 std::vector<std::string> apiserver_argv(const std::string& binary, const std::string& name,
@@ -317,6 +376,10 @@ struct scenario_result {
   std::optional<double> unready_to_lb_down_ms;
   std::optional<double> hold_s;
   std::size_t node_a_answers_after_cancel = 0;
+  // Fault scenarios: the detection window (from t0, the fault) and the failed requests sent after
+  // it.
+  std::optional<double> detection_window_s;
+  std::size_t failed_after_window = 0;
   std::vector<std::string> problems;  // the run itself went wrong (not a measured failure)
 
   std::size_t failed() const {
@@ -381,7 +444,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   res.name = name;
   const fs::path out = s.out_dir / name;
   fs::create_directories(out);
-  const bool shim = is_shim_scenario(name);
+  const bool shim = runs_shim(name);
   const double hold_bound_s = s.drain_s + s.exit_timeout_s + 30;
 
   sandbox::sandbox_options so;
@@ -434,16 +497,21 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   const fs::path event_log = a.dir() / "shim-events.jsonl";
   const auto api_argv = apiserver_argv(tools.fake_apiserver, "node-a", a_api, a.dir(), s);
   sandbox::child_process* shim_process = nullptr;
+  sandbox::child_process* api_process = nullptr;  // null in wrapper mode
   if (name == "shim-wrapper") {
     auto argv = shim_argv(tools.shim, a_shim, s, event_log);
     argv.push_back("--");
     argv.insert(argv.end(), api_argv.begin(), api_argv.end());
     shim_process = &a.spawn("shutdown-shim", argv);
   } else {
-    a.spawn("kube-apiserver", api_argv);
+    api_process = &a.spawn("kube-apiserver", api_argv);
     if (shim) {
       auto argv = shim_argv(tools.shim, a_shim, s, event_log);
-      argv.push_back("--target-pidfile=" + pidfile.string());
+      // The fault baselines run the shim as it was before issue 9: no target, no upstream check.
+      if (is_shim_scenario(name)) argv.push_back("--target-pidfile=" + pidfile.string());
+      if (is_shim_scenario(name) && is_fault_scenario(name)) {
+        for (auto& f : upstream_flags(a_api, s)) argv.push_back(std::move(f));
+      }
       shim_process = &a.spawn("shutdown-shim", argv);
     }
   }
@@ -470,7 +538,12 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   lo.inter = s.inter;
   lo.fall = s.fall;
   lo.rise = s.rise;
-  lo.retries = s.lb_retries;
+  // The apiserver-crash pair runs without retries: HAProxy's redispatch sends a connection refused
+  // by the dead port to node B at once, which hides the crash from clients in both variants but
+  // for the requests in flight at the SIGKILL (measured: 1 failed request in the baseline, 2 with
+  // the checks). Load balancers without it (cloud NLBs; unit-files/haproxy/haproxy.cfg, whose
+  // retries go to the same server) send clients to the dead port until their checks notice.
+  lo.retries = is_crash_scenario(name) ? 0 : s.lb_retries;
   lo.frontend_port = fe_port;
   lo.servers = {{"node-a", a_api, shim ? a_shim : a_api}, {"node-b", b_api, shim ? b_shim : b_api}};
   e2e::haproxy lb(s.haproxy, out, lo);
@@ -487,55 +560,89 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   if (seen.size() != 2) return fail("the load balancer does not reach both nodes");
 
   // The run.
-  e2e::load_client load({fe_port, "/version", s.rate, 10s});
+  const double timeout_s = is_hang_scenario(name) ? s.hang_request_timeout_s : s.request_timeout_s;
+  e2e::load_client load(
+      {fe_port, "/version", s.rate, std::chrono::milliseconds(std::llround(timeout_s * 1000))});
   sleep_s(s.lead_s);
   const pid_t api_pid = *read_pid(pidfile);
-  if (name == "baseline-no-signal") {
-    a.set_kill_on_reboot({api_pid});
-  } else if (name == "baseline-apiserver-delay") {
-    a.set_stop_on_reboot({api_pid},
-                         std::chrono::microseconds(std::llround(s.stop_timeout_s * 1e6)));
-  } else if (name != "shim-cancel") {
-    a.set_kill_on_reboot({api_pid, shim_process->pid()});
-  }
-  res.t0_us = a.reboot();
-  res.markers.push_back({"reboot requested", res.t0_us});
-  const auto start = a.wait_for_start_unit(
-      "reboot.target", std::chrono::milliseconds(std::llround(hold_bound_s * 1000)), res.t0_us);
-  if (!start) return fail("logind never started reboot.target");
-  res.hold_s = static_cast<double>(start->usec - res.t0_us) / 1e6;
-  res.markers.push_back({"reboot.target started", start->usec});
-
   const auto lb_bound = std::chrono::milliseconds(
       std::llround((parse_seconds(s.inter) * (s.fall + s.rise + 2) + 10) * 1000));
-  std::uint64_t last_event = start->usec;
-  if (name == "shim-cancel") {
-    // logind 252 offers no way to call off a delayed reboot before it starts reboot.target: the
-    // earliest cancel is of that job, which makes logind send PrepareForShutdown(false).
-    const auto before = a.prepare_for_shutdown_signals().size();
-    a.cancel_last_job();
-    const auto cancel_us = sandbox::monotonic_us();
-    res.markers.push_back({"reboot cancelled", cancel_us});
-    if (!a.wait_for_prepare_for_shutdown(false, 30s, before))
-      return fail("no PrepareForShutdown(false) after the cancel");
-    // The apiserver had its SIGTERM and is gone after its shutdown delay; kubelet starts it again.
-    if (!wait_until([&] { return lifecycle_at(lifecycle_log, "EXIT").has_value(); }, 30s))
-      return fail("the apiserver did not exit after its shutdown delay");
-    std::filesystem::remove(pidfile, ec);
-    a.spawn("kube-apiserver-restarted", api_argv);
-    if (!wait_until([&] { return lb.first("node-a", "UP", cancel_us).has_value(); },
-                    lb_bound + 30s))
-      return fail("node A did not rejoin the load balancer after the cancel");
-    last_event = *lb.first("node-a", "UP", cancel_us);
-    res.markers.push_back({"LB marks node up", last_event});
-  } else {
-    if (name == "baseline-apiserver-delay") {
-      sleep_s(s.stop_timeout_s);
-      if (!wait_until([&] { return !a.killed_on_reboot().empty(); }, 10s))
-        return fail("the stand-in manager never killed the node");
+  std::uint64_t last_event = 0;
+  if (is_fault_scenario(name)) {
+    res.t0_us = sandbox::monotonic_us();
+    if (is_crash_scenario(name)) {
+      api_process->signal(SIGKILL);
+      res.markers.push_back({"SIGKILL apiserver", res.t0_us});
+      sleep_s(s.restart_after_s);
+      // As kubelet restarts a static pod: the same port and pidfile (the stale one gone first).
+      std::filesystem::remove(pidfile, ec);
+      a.spawn("kube-apiserver-restarted", api_argv);
+      last_event = sandbox::monotonic_us();
+      res.markers.push_back({"apiserver restarted", last_event});
+    } else {
+      api_process->signal(SIGSTOP);
+      res.markers.push_back({"SIGSTOP apiserver", res.t0_us});
+      sleep_s(s.hang_s);
+      api_process->signal(SIGCONT);
+      last_event = sandbox::monotonic_us();
+      res.markers.push_back({"SIGCONT apiserver", last_event});
     }
-    if (!wait_until([&] { return lb.first("node-a", "DOWN", res.t0_us).has_value(); }, lb_bound))
-      return fail("the load balancer never marked node A down");
+    res.detection_window_s = detection_window_s(s, name);
+    if (const auto down = lb.first("node-a", "DOWN", res.t0_us)) {
+      if (!wait_until([&] { return lb.first("node-a", "UP", *down).has_value(); }, lb_bound + 30s))
+        return fail("node A did not rejoin the load balancer after the fault");
+      last_event = *lb.first("node-a", "UP", *down);
+      res.markers.push_back({"LB marks node up", last_event});
+    } else if (is_shim_scenario(name)) {
+      return fail("the load balancer never marked node A down, with the checks on");
+    }
+  } else {
+    if (name == "baseline-no-signal") {
+      a.set_kill_on_reboot({api_pid});
+    } else if (name == "baseline-apiserver-delay") {
+      a.set_stop_on_reboot({api_pid},
+                           std::chrono::microseconds(std::llround(s.stop_timeout_s * 1e6)));
+    } else if (name != "shim-cancel") {
+      a.set_kill_on_reboot({api_pid, shim_process->pid()});
+    }
+    res.t0_us = a.reboot();
+    res.markers.push_back({"reboot requested", res.t0_us});
+    const auto start = a.wait_for_start_unit(
+        "reboot.target", std::chrono::milliseconds(std::llround(hold_bound_s * 1000)), res.t0_us);
+    if (!start) return fail("logind never started reboot.target");
+    res.hold_s = static_cast<double>(start->usec - res.t0_us) / 1e6;
+    res.markers.push_back({"reboot.target started", start->usec});
+
+    last_event = start->usec;
+    if (name == "shim-cancel") {
+      // logind 252 offers no way to call off a delayed reboot before it starts reboot.target: the
+      // earliest cancel is of that job, which makes logind send PrepareForShutdown(false).
+      const auto before = a.prepare_for_shutdown_signals().size();
+      a.cancel_last_job();
+      const auto cancel_us = sandbox::monotonic_us();
+      res.markers.push_back({"reboot cancelled", cancel_us});
+      if (!a.wait_for_prepare_for_shutdown(false, 30s, before))
+        return fail("no PrepareForShutdown(false) after the cancel");
+      // The apiserver had its SIGTERM and is gone after its shutdown delay; kubelet starts it
+      // again.
+      if (!wait_until([&] { return lifecycle_at(lifecycle_log, "EXIT").has_value(); }, 30s))
+        return fail("the apiserver did not exit after its shutdown delay");
+      std::filesystem::remove(pidfile, ec);
+      a.spawn("kube-apiserver-restarted", api_argv);
+      if (!wait_until([&] { return lb.first("node-a", "UP", cancel_us).has_value(); },
+                      lb_bound + 30s))
+        return fail("node A did not rejoin the load balancer after the cancel");
+      last_event = *lb.first("node-a", "UP", cancel_us);
+      res.markers.push_back({"LB marks node up", last_event});
+    } else {
+      if (name == "baseline-apiserver-delay") {
+        sleep_s(s.stop_timeout_s);
+        if (!wait_until([&] { return !a.killed_on_reboot().empty(); }, 10s))
+          return fail("the stand-in manager never killed the node");
+      }
+      if (!wait_until([&] { return lb.first("node-a", "DOWN", res.t0_us).has_value(); }, lb_bound))
+        return fail("the load balancer never marked node A down");
+    }
   }
   for (const auto& k : a.killed_on_reboot()) {
     const bool api = static_cast<pid_t>(k.pid) == api_pid;
@@ -554,7 +661,21 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
 
   // Markers from the node's own logs, all CLOCK_MONOTONIC.
   std::optional<std::uint64_t> unready;
-  if (shim) {
+  if (is_fault_scenario(name)) {
+    for (const auto& e : sandbox::read_event_log(event_log)) {
+      if (e.monotonic_us < res.t0_us) continue;
+      if (e.event == "TargetLost" || e.event == "UpstreamFailed") {
+        if (!unready) unready = e.monotonic_us;
+      } else if (e.event != "TargetRunning" && e.event != "UpstreamPassed") {
+        continue;
+      }
+      res.markers.push_back({"shim " + e.event, e.monotonic_us});
+    }
+    const auto window_end = res.t0_us + static_cast<std::uint64_t>(*res.detection_window_s * 1e6);
+    res.failed_after_window = static_cast<std::size_t>(
+        std::count_if(res.records.begin(), res.records.end(),
+                      [&](const auto& r) { return r.failed() && r.send_us > window_end; }));
+  } else if (shim) {
     for (const auto& e : sandbox::read_event_log(event_log)) {
       if (e.event == "ShutdownInitiated" && !unready) unready = e.monotonic_us;
     }
@@ -614,24 +735,31 @@ std::string table(const settings& s, const std::vector<scenario_result>& results
   std::string t = fmt::format(
       "HAProxy mode {}, {}, inter {} fall {} rise {}; drain and apiserver shutdown delay {} s; "
       "{} req/s on new connections, up to {} req/s on each of two keep-alive connections; "
-      "{} ms per request\n\n",
+      "{} ms per request; a request unanswered after {} s fails ({} s in the hang scenarios). "
+      "Fault scenarios: SIGKILL and a restart {} s later, SIGSTOP for {} s; the checks' upstream "
+      "probe every {} s, timeout {} s, fall {}; the apiserver-crash pair without LB retries\n\n",
       s.lb_mode,
       s.lb_retries ? fmt::format("retries {} with redispatch", s.lb_retries) : "no retries",
-      s.inter, s.fall, s.rise, s.drain_s, s.rate, s.rate, s.request_time_s * 1e3);
+      s.inter, s.fall, s.rise, s.drain_s, s.rate, s.rate, s.request_time_s * 1e3,
+      s.request_timeout_s, s.hang_request_timeout_s, s.restart_after_s, s.hang_s,
+      s.upstream_interval_s, s.upstream_timeout_s, s.upstream_fall);
   t += "| scenario | requests | failed | failed by kind | longest failure run (ms) | "
        "first to last failure (ms) | unready to LB down (ms) | reboot hold (s) | "
-       "retried on a fresh conn |\n";
-  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n";
+       "retried on a fresh conn | failed after the detection window |\n";
+  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : results) {
     std::string kinds;
     for (const auto& [k, n] : r.failed_by_kind())
       kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", k, n);
     if (!r.problems.empty()) kinds = "RUN FAILED: " + r.problems.front();
-    t += fmt::format("| {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} |\n", r.name,
-                     r.records.size(), r.failed(), kinds.empty() ? "-" : kinds,
-                     r.longest_failure_run_ms(), r.failure_window_ms(),
-                     optional_ms(r.unready_to_lb_down_ms),
-                     r.hold_s ? fmt::format("{:.3f}", *r.hold_s) : "-", r.retried());
+    t += fmt::format(
+        "| {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} |\n", r.name, r.records.size(),
+        r.failed(), kinds.empty() ? "-" : kinds, r.longest_failure_run_ms(), r.failure_window_ms(),
+        optional_ms(r.unready_to_lb_down_ms), r.hold_s ? fmt::format("{:.3f}", *r.hold_s) : "-",
+        r.retried(),
+        r.detection_window_s
+            ? fmt::format("{} (after {:.1f} s)", r.failed_after_window, *r.detection_window_s)
+            : "-");
   }
   return t;
 }
@@ -649,10 +777,11 @@ std::string gnuplot_script(const std::vector<scenario_result>& results) {
       "set datafile separator ','\n"
       "set multiplot layout " +
       std::to_string(results.size()) +
-      ",1 title 'requests through HAProxy while node A reboots (t = 0: reboot requested)'\n"
+      ",1 title 'requests through HAProxy while node A reboots or its apiserver fails (t = 0: the "
+      "reboot request or the fault)'\n"
       "set termoption noenhanced\n"
       "set yrange [-0.7:2.7]\nset ytics ('failed' 0, 'node B' 1, 'node A' 2)\n"
-      "set xlabel 'seconds since the reboot request'\n"
+      "set xlabel 'seconds since the reboot request or the fault'\n"
       "set key outside right top\nset grid xtics\n";
   double xmin = 0, xmax = 0;
   for (const auto& r : results) {
@@ -686,6 +815,31 @@ std::string gnuplot_script(const std::vector<scenario_result>& results) {
   }
   g += "unset multiplot\n";
   return g;
+}
+
+// A fault baseline must show failed requests; with the checks there must be fewer, and none among
+// the requests sent after the detection window.
+bool check_fault_scenario(const scenario_result& r, const std::vector<scenario_result>& results) {
+  if (!is_shim_scenario(r.name)) {
+    if (r.failed() != 0) return true;
+    fmt::print("FAIL {}: no failed request without the checks: the test cannot tell\n", r.name);
+    return false;
+  }
+  bool ok = true;
+  if (r.failed_after_window != 0) {
+    fmt::print("FAIL {}: {} failed requests sent after the detection window ({:.1f} s)\n", r.name,
+               r.failed_after_window, *r.detection_window_s);
+    ok = false;
+  }
+  const std::string baseline = "baseline-" + r.name.substr(std::string_view("shim-").size());
+  const auto b = std::find_if(results.begin(), results.end(),
+                              [&](const auto& x) { return x.name == baseline; });
+  if (b != results.end() && b->problems.empty() && r.failed() >= b->failed()) {
+    fmt::print("FAIL {}: {} failed requests with the checks, {} without (want fewer)\n", r.name,
+               r.failed(), b->failed());
+    ok = false;
+  }
+  return ok;
 }
 
 bool tools_missing(const settings& s, std::string& why) {
@@ -764,6 +918,10 @@ int main(int argc, char** argv) {
   if (s.check) {
     for (const auto& r : results) {
       if (!r.problems.empty()) continue;
+      if (is_fault_scenario(r.name)) {
+        ok = check_fault_scenario(r, results) && ok;
+        continue;
+      }
       if (is_shim_scenario(r.name) && r.failed() != 0) {
         fmt::print("FAIL {}: {} failed requests with the shim (want 0)\n", r.name, r.failed());
         ok = false;

@@ -1,7 +1,8 @@
 // Issue 9: /readyz tells the whole truth. The shim with its upstream check on fake_apiserver's
-// /readyz over plain http:// (the TLS cases wait for fake_apiserver's TLS) and its target check on
-// the apiserver's pidfile, against the real logind in the sandbox. Time bounds here are generous
-// (they catch a check that never acts, not a slow one); the figures are printed as FIGURES lines.
+// /readyz, over plain http:// and over https:// with certificates made at test time
+// (sandbox::test_pki), and its target check on the apiserver's pidfile, against the real logind in
+// the sandbox. Time bounds here are generous (they catch a check that never acts, not a slow one);
+// the figures are printed as FIGURES lines.
 
 #include <fmt/core.h>
 #include <gtest/gtest.h>
@@ -9,25 +10,32 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "shim_harness.hpp"
+#include "test_pki.hpp"
 
 namespace shim_it {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct upstream_options {
   std::string interval = "200ms";
   std::string timeout = "300ms";
   unsigned fall = 3;
   unsigned rise = 2;
+  std::string scheme = "http";
 };
 
 shim_options with_upstream(const apiserver& a, const upstream_options& u) {
   shim_options o = attach_to(a, "3s", "5s");
-  o.extra_flags = {fmt::format("--upstream-readyz=http://127.0.0.1:{}/readyz", a.port()),
+  o.extra_flags = {fmt::format("--upstream-readyz={}://127.0.0.1:{}/readyz", u.scheme, a.port()),
                    "--upstream-interval=" + u.interval, "--upstream-timeout=" + u.timeout,
                    fmt::format("--upstream-fall={}", u.fall),
                    fmt::format("--upstream-rise={}", u.rise)};
@@ -72,6 +80,112 @@ class ShimChecks : public ShimTest {
     auto r = wait_shim_answer(s, "/readyz?verbose");
     return r ? r->body : std::string("(no answer)");
   }
+
+  // The value of one labelled sample on the shim's /metrics now (nullopt: no answer or no sample).
+  std::optional<double> shim_metric(const shim& s, const std::string& sample) {
+    auto r = wait_shim_answer(s, "/metrics");
+    return r ? labelled_value(r->body, sample) : std::nullopt;
+  }
+  std::optional<double> probe_failures(const shim& s, const std::string& reason) {
+    return shim_metric(
+        s, fmt::format("shutdown_shim_upstream_probe_failures_total{{reason=\"{}\"}}", reason));
+  }
+
+  // --- HTTPS -------------------------------------------------------------------------------------
+
+  // Certificates for this test, made once in its sandbox.
+  const sandbox::test_pki& pki() {
+    if (!pki_) {
+      const fs::path dir = sb().path("pki");
+      fs::create_directories(dir);
+      pki_ = sandbox::test_pki::make(dir);
+    }
+    return *pki_;
+  }
+
+  struct tls_server {
+    sandbox::cert_and_key cert;
+    bool require_client_cert = false;  // verified against pki().client_ca
+    std::string token{};               // a required bearer token, when not empty
+  };
+  // kube-apiserver's stand-in over HTTPS; its /readyz is switched by set_readyz().
+  apiserver start_tls_apiserver(const tls_server& t) {
+    apiserver_options o = api_delay("30s");
+    o.extra = {"--tls-cert-file=" + t.cert.cert.string(),
+               "--tls-private-key-file=" + t.cert.key.string(),
+               "--readyz-control=" + sb().path("readyz-control").string()};
+    if (t.require_client_cert) {
+      o.extra.push_back("--client-ca-file=" + pki().client_ca.string());
+      o.extra.push_back("--require-client-cert");
+    }
+    if (!t.token.empty()) {
+      set_apiserver_token(t.token);
+      o.extra.push_back("--token-file=" + sb().path("apiserver-token").string());
+    }
+    return start_apiserver("kube-apiserver", o);
+  }
+  // "200", "500" or "hang", for the apiserver's next /readyz request.
+  void set_readyz(const std::string& mode) {
+    sandbox::write_file_atomically(sb().path("readyz-control"), mode + "\n");
+  }
+  void set_apiserver_token(const std::string& token) {
+    sandbox::write_file_atomically(sb().path("apiserver-token"), token + "\n");
+  }
+
+  // The shim's files, at paths of their own that a test rewrites as kubelet or an operator
+  // rotates them: the shim must read the new content without a restart.
+  fs::path shim_ca() { return sb().path("shim-ca.crt"); }
+  fs::path shim_client_cert() { return sb().path("shim-client.crt"); }
+  fs::path shim_client_key() { return sb().path("shim-client.key"); }
+  fs::path shim_token() { return sb().path("shim-token"); }
+  void install(const fs::path& from, const fs::path& to) {
+    sandbox::write_file_atomically(to, sandbox::read_text_file(from));
+  }
+  void install_client(const sandbox::cert_and_key& c) {
+    install(c.cert, shim_client_cert());
+    install(c.key, shim_client_key());
+  }
+
+  // The shim probing the apiserver over https:// with shim_ca() as its CA, and with the client
+  // certificate and the token at their paths when asked.
+  shim_options with_https_upstream(const apiserver& a, bool client_cert = false,
+                                   bool token = false) {
+    upstream_options u;
+    u.scheme = "https";
+    shim_options o = with_upstream(a, u);
+    o.extra_flags.push_back("--upstream-ca-file=" + shim_ca().string());
+    if (client_cert) {
+      o.extra_flags.push_back("--upstream-client-cert=" + shim_client_cert().string());
+      o.extra_flags.push_back("--upstream-client-key=" + shim_client_key().string());
+    }
+    if (token) o.extra_flags.push_back("--upstream-token-file=" + shim_token().string());
+    return o;
+  }
+
+  // The check fails at every probe: once fall (3) failures are counted under `label`, /readyz is
+  // still 503 and its ?verbose line gives the reason. Waited for by count, not for a fixed second:
+  // a sanitizer build on a busy machine had made only one or two probes after 1 s.
+  void expect_never_ready(const shim& s, const std::string& reason, const std::string& label) {
+    const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
+    auto failures = probe_failures(s, label);
+    while ((!failures || *failures < 3.0) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+      failures = probe_failures(s, label);
+    }
+    ASSERT_TRUE(failures);
+    EXPECT_GE(*failures, 3.0) << "failures counted under another reason than " << label;
+    auto r = wait_shim_answer(s, "/readyz?verbose");
+    ASSERT_TRUE(r) << "the shim never answered";
+    EXPECT_EQ(r->status, 503u) << r->body;
+    const auto line = readyz_check_line(r->body, "upstream");
+    ASSERT_TRUE(line) << r->body;
+    EXPECT_TRUE(line->starts_with("[-]upstream failed: ")) << *line;
+    EXPECT_NE(line->find(" consecutive failures, last: " + reason), std::string::npos) << *line;
+    EXPECT_EQ(s.count_events("UpstreamPassed"), 0u);
+  }
+
+ private:
+  std::optional<sandbox::test_pki> pki_;
 };
 
 // The check starts failed: a node joins only once its apiserver has said ready `rise` times.
@@ -306,6 +420,147 @@ TEST_F(ShimChecks, RebootIsUnreadyAtOnceWithOneSignal) {
   EXPECT_EQ(s.count_events("SignalForwarded"), 1u);
   EXPECT_EQ(s.count_events("UpstreamFailed"), 0u) << "probing went on during the drain";
   EXPECT_EQ(s.count_events("TargetLost"), 0u) << "the signalled target's exit is no loss";
+}
+
+// --- HTTPS: the whole shim with its --upstream-* flags against the TLS stand-in
+// -------------------
+
+// The CA file is read again when it changes, both ways: a wrong CA (the node's trust rotated ahead
+// of the apiserver's certificate) turns the node unready after the failure window with
+// OpenSSL's reason, and the right CA put back brings it back, without a restart.
+TEST_F(ShimChecks, CaFileRotationIsReadWithoutARestart) {
+  auto api = start_tls_apiserver({.cert = pki().server});
+  install(pki().other_ca, shim_ca());
+  auto s = start_shim(with_https_upstream(api), /*wait_ready=*/false);
+  expect_never_ready(s, "certificate verify failed: unable to get local issuer certificate", "tls");
+
+  install(pki().ca, shim_ca());
+  ASSERT_TRUE(wait_shim_ready(s, kEventTimeout)) << verbose(s);
+  EXPECT_EQ(s.count_events("UpstreamPassed"), 1u);
+
+  install(pki().other_ca, shim_ca());
+  const auto t0 = sandbox::monotonic_us();
+  auto polled = poll_until(s, 503, 30s);
+  ASSERT_TRUE(polled.answer) << verbose(s);
+  std::cout << fmt::format("FIGURES wrong_ca_to_503_ms={:.1f} window_ms={}",
+                           ms_between(t0, polled.answer->at_us), 3 * 200 + 300)
+            << std::endl;
+  const auto line = readyz_check_line(polled.answer->body, "upstream");
+  ASSERT_TRUE(line) << polled.answer->body;
+  EXPECT_TRUE(
+      line->starts_with("[-]upstream failed: 3 consecutive failures, last: certificate "
+                        "verify failed: unable to get local issuer certificate at "))
+      << *line;
+  const auto failed = wait_event(s, "UpstreamFailed", 5s);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->cause, "certificate verify failed: unable to get local issuer certificate");
+
+  install(pki().ca, shim_ca());
+  EXPECT_TRUE(wait_shim_ready(s, kEventTimeout)) << verbose(s);
+}
+
+TEST_F(ShimChecks, ExpiredServerCertificateIsNeverReady) {
+  auto api = start_tls_apiserver({.cert = pki().expired});
+  install(pki().ca, shim_ca());
+  auto s = start_shim(with_https_upstream(api), /*wait_ready=*/false);
+  expect_never_ready(s, "certificate verify failed: certificate has expired", "tls");
+}
+
+TEST_F(ShimChecks, ServerCertificateForAnotherNameIsNeverReady) {
+  auto api = start_tls_apiserver({.cert = pki().wrong_name});
+  install(pki().ca, shim_ca());
+  auto s = start_shim(with_https_upstream(api), /*wait_ready=*/false);
+  expect_never_ready(s, "certificate verify failed: IP address mismatch", "tls");
+}
+
+// kube-apiserver with a client CA and client certificates required: the handshake without one
+// fails (TLS 1.3 reports it at the first read, as the server's alert).
+TEST_F(ShimChecks, MutualTlsWithoutAClientCertificateIsNeverReady) {
+  auto api = start_tls_apiserver({.cert = pki().server, .require_client_cert = true});
+  install(pki().ca, shim_ca());
+  auto s = start_shim(with_https_upstream(api), /*wait_ready=*/false);
+  expect_never_ready(s, "TLS: tlsv13 alert certificate required", "tls");
+}
+
+// The client certificate and key are read again when they change: one the server does not
+// trust fails, the rotated one passes, without a restart.
+TEST_F(ShimChecks, MutualTlsClientCertificateRotationIsReadWithoutARestart) {
+  auto api = start_tls_apiserver({.cert = pki().server, .require_client_cert = true});
+  install(pki().ca, shim_ca());
+  install_client(pki().stray_client);
+  auto s = start_shim(with_https_upstream(api, /*client_cert=*/true), /*wait_ready=*/false);
+  expect_never_ready(s, "TLS: tlsv1 alert unknown ca", "tls");
+
+  install_client(pki().client);
+  EXPECT_TRUE(wait_shim_ready(s, kEventTimeout)) << verbose(s);
+}
+
+// kube-apiserver with --anonymous-auth=false: 401 without a bearer token.
+TEST_F(ShimChecks, TokenRequiredAndNoneGivenIsNeverReady) {
+  auto api = start_tls_apiserver({.cert = pki().server, .token = "token-one"});
+  install(pki().ca, shim_ca());
+  auto s = start_shim(with_https_upstream(api), /*wait_ready=*/false);
+  expect_never_ready(s, "status 401", "status");
+}
+
+// With the token: ready. The token rotated on both sides (a projected service-account token) is
+// read at the next probe: the node stays ready throughout, as a /readyz client polling every
+// millisecond sees it. The old token would fail every probe from then on.
+TEST_F(ShimChecks, TokenGivenIsReadyAndARotatedTokenKeepsItReady) {
+  auto api = start_tls_apiserver({.cert = pki().server, .token = "token-one"});
+  install(pki().ca, shim_ca());
+  sandbox::write_file_atomically(shim_token(), "token-one\n");
+  auto s = start_shim(with_https_upstream(api, /*client_cert=*/false, /*token=*/true));
+  ASSERT_FALSE(HasFailure()) << verbose(s);
+  sandbox::http_prober prober(s.port);
+  set_apiserver_token("token-two");
+  sandbox::write_file_atomically(shim_token(), "token-two\n");
+  std::this_thread::sleep_for(1500ms);  // seven intervals: fall is 3
+  prober.stop();
+  EXPECT_FALSE(prober.first_failure_at()) << "the rotated token was not read: " << verbose(s);
+  EXPECT_GT(prober.requests(), 100u);
+  // Between the two writes, at most one probe can have had the old token refused.
+  const auto failures = probe_failures(s, "status");
+  ASSERT_TRUE(failures);
+  EXPECT_LE(*failures, 1.0);
+  EXPECT_EQ(s.count_events("UpstreamFailed"), 0u);
+}
+
+// Seed lesson: never turn one transient fault into a state change. One 500 (200, then 500 for one
+// probe, then 200 again) leaves /readyz at 200 for a client polling it throughout, and is counted.
+TEST_F(ShimChecks, OneStatus500StaysReadyAndIsCounted) {
+  auto api = start_tls_apiserver({.cert = pki().server});
+  install(pki().ca, shim_ca());
+  auto s = start_shim(with_https_upstream(api));
+  ASSERT_FALSE(HasFailure()) << verbose(s);
+  sandbox::http_prober prober(s.port);
+  set_readyz("500");
+  // Back to 200 as soon as the shim has counted the first 500: the next probe is an interval
+  // (200ms) later, so this is one failed probe, or two on a badly loaded machine (fall is 3).
+  const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
+  std::optional<double> failures;
+  while (std::chrono::steady_clock::now() < deadline) {
+    failures = probe_failures(s, "status");
+    if (failures && *failures >= 1) break;
+    std::this_thread::sleep_for(2ms);
+  }
+  set_readyz("200");
+  ASSERT_TRUE(failures && *failures >= 1) << "no probe saw the 500: the test proves nothing";
+  std::this_thread::sleep_for(1s);  // five more probes
+  prober.stop();
+  EXPECT_FALSE(prober.first_failure_at()) << "one failed probe flipped the node";
+  EXPECT_GT(prober.requests(), 100u);
+  const auto counted = probe_failures(s, "status");
+  ASSERT_TRUE(counted);
+  EXPECT_GE(*counted, 1.0);
+  EXPECT_LE(*counted, 2.0);
+  std::cout << fmt::format("FIGURES one_500_probe_failures={} readyz_requests={}", *counted,
+                           prober.requests())
+            << std::endl;
+  EXPECT_EQ(shim_metric(s, "shutdown_shim_upstream_consecutive_failures"), 0.0);
+  EXPECT_EQ(s.count_events("UpstreamFailed"), 0u);
+  const auto line = readyz_check_line(verbose(s), "upstream");
+  EXPECT_EQ(line, "[+]upstream ok") << line.value_or("(none)");
 }
 
 }  // namespace

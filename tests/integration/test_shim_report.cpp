@@ -1,6 +1,7 @@
 // shutdown-shim report after a real reboot through the sandbox's logind, run as the next boot
 // would run it: in a mount namespace where /proc/sys/kernel/random/boot_id says another boot (as
 // systemd-nspawn gives a container its own), so the shim under test is the production binary.
+// The next boot's shim, started the same way with the same event log, finds the shutdown too.
 
 #include <fmt/core.h>
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -66,7 +68,45 @@ class ShimReport : public ShimTest {
     return r;
   }
 
+  // The next boot's shim: s's command line on a port of its own, with the same event log, in a
+  // mount namespace where the boot id is kNextBoot. What it found at start is read from its first
+  // answers: they come only once its loop runs, after the event log was read.
+  struct next_boot_start {
+    std::optional<sandbox::shim_event> event;
+    std::string verbose;
+    std::string metrics;
+  };
+  next_boot_start start_shim_in_next_boot(const shim& old) {
+    const auto boot_id = sb().path("next-boot-id");
+    std::ofstream(boot_id) << kNextBoot << '\n';
+    shim next = old;
+    next.port = sandbox::pick_free_port();
+    for (auto& arg : next.argv) {
+      if (arg.starts_with("--listen=")) arg = fmt::format("--listen=127.0.0.1:{}", next.port);
+    }
+    sandbox::spawn_options options;
+    options.env = sb().child_environment(next.env);
+    options.stdout_path = sb().log_path("shutdown-shim-next-boot");
+    options.private_mounts = {{boot_id, "/proc/sys/kernel/random/boot_id"}};
+    next.process = &next_boot_shims_.emplace_back("shutdown-shim-next-boot", next.argv, options);
+    next_boot_start out;
+    if (auto r = wait_shim_answer(next, "/readyz?verbose")) out.verbose = r->body;
+    if (auto r = wait_shim_answer(next, "/metrics")) out.metrics = r->body;
+    out.event = wait_event(next, "PreviousShutdown");
+    note("the next boot's shim:\n" + out.verbose +
+         (out.event ? out.event->line : std::string("no PreviousShutdown event")));
+    return out;
+  }
+
+  // This machine's boot id as the event log writes it: 32 hex digits.
+  static std::string this_boot_id() {
+    std::string id = slurp("/proc/sys/kernel/random/boot_id");
+    std::erase_if(id, [](char c) { return c == '-' || c == '\n'; });
+    return id;
+  }
+
   int runs_ = 0;
+  std::list<sandbox::child_process> next_boot_shims_;
 };
 
 TEST_F(ShimReport, ACleanRebootIsReportedCleanFromTheNextBoot) {
@@ -99,6 +139,29 @@ TEST_F(ShimReport, ACleanRebootIsReportedCleanFromTheNextBoot) {
   const auto at = json.out.find(R"("hold_seconds":)");
   ASSERT_NE(at, std::string::npos);
   EXPECT_GE(std::stod(json.out.substr(at + 15)), 2.0) << json.out;
+
+  // The next boot's shim finds it at start, says so once and shows it without becoming unready
+  // for it.
+  const auto next = start_shim_in_next_boot(s);
+  ASSERT_TRUE(next.event) << "no PreviousShutdown event";
+  EXPECT_EQ(next.event->cause, "clean");
+  for (const std::string& part : std::vector<std::string>{
+           R"("verdict":"clean")", R"("previous_boot_id":")" + this_boot_id() + '"',
+           R"("hold_seconds":")"}) {
+    EXPECT_NE(next.event->line.find(part), std::string::npos)
+        << part << " not in " << next.event->line;
+  }
+  EXPECT_EQ(metric_value(next.metrics, "shutdown_shim_previous_shutdown_clean"), 1.0)
+      << next.metrics;
+  EXPECT_GE(metric_value(next.metrics, "shutdown_shim_previous_shutdown_hold_seconds").value_or(0),
+            2.0)
+      << next.metrics;
+  EXPECT_EQ(metric_value(next.metrics, R"(shutdown_shim_check{name="previous-shutdown"})"), 1.0);
+  const auto line = readyz_check_line(next.verbose, "previous-shutdown");
+  ASSERT_TRUE(line) << next.verbose;
+  EXPECT_TRUE(line->starts_with("[+]previous-shutdown ok: clean at ")) << *line;
+  EXPECT_NE(line->find(", boot " + this_boot_id().substr(0, 8) + ", hold "), std::string::npos)
+      << *line;
 }
 
 TEST_F(ShimReport, AKillMidHoldIsReportedCutShort) {
@@ -127,6 +190,20 @@ TEST_F(ShimReport, AKillMidHoldIsReportedCutShort) {
   EXPECT_NE(json.out.find(R"("verdict":"cut short","cut_short_cause":"unknown")"),
             std::string::npos)
       << json.out;
+  const auto next = start_shim_in_next_boot(s);
+  ASSERT_TRUE(next.event) << "no PreviousShutdown event";
+  EXPECT_EQ(next.event->cause, "cut short");
+  EXPECT_EQ(next.event->line.find("hold_seconds"), std::string::npos) << next.event->line;
+  EXPECT_EQ(metric_value(next.metrics, "shutdown_shim_previous_shutdown_clean"), 0.0)
+      << next.metrics;
+  EXPECT_FALSE(metric_value(next.metrics, "shutdown_shim_previous_shutdown_hold_seconds"))
+      << "unknown, so absent: " << next.metrics;
+  const auto line = readyz_check_line(next.verbose, "previous-shutdown");
+  ASSERT_TRUE(line) << next.verbose;
+  EXPECT_TRUE(line->starts_with("[+]previous-shutdown ok: cut short at ")) << *line;
+  EXPECT_NE(line->find(fmt::format("the records of the shim (pid {}) stop", s.process->pid())),
+            std::string::npos)
+      << *line;
 }
 
 TEST_F(ShimReport, NoShutdownOnRecordAndUsageErrors) {

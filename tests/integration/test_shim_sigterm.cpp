@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
+#include <iterator>
+
 #include "shim_harness.hpp"
 
 namespace shim_it {
@@ -29,6 +32,21 @@ TEST_F(ShimSigterm, WhileSystemRunsNothingIsForwardedAndTheShimExits) {
   EXPECT_TRUE(api.process->running());
   EXPECT_TRUE(wait_shim_lock(false, 10s)) << "the lock outlived the shim";
   EXPECT_FALSE(s.first_event("SignalForwarded"));
+
+  // Its words: the shim stops without signalling, nothing is shutting down, no reboot is held.
+  constexpr std::string_view kStop =
+      "stopping without signalling the target: the system is not shutting down";
+  const auto initiated = s.first_event("ShutdownInitiated");
+  ASSERT_TRUE(initiated);
+  EXPECT_EQ(initiated->message.find("on hold"), std::string::npos) << initiated->line;
+  const auto released = s.first_event("InhibitorReleased");
+  ASSERT_TRUE(released);
+  EXPECT_NE(released->message.find(kStop), std::string::npos) << released->line;
+  EXPECT_EQ(released->message.find("the shutdown goes on"), std::string::npos) << released->line;
+  std::ifstream log_file(s.log);
+  const std::string log((std::istreambuf_iterator<char>(log_file)), {});
+  EXPECT_NE(log.find(kStop), std::string::npos) << log;
+  EXPECT_EQ(log.find("keeping the reboot on hold"), std::string::npos) << log;
 }
 
 TEST_F(ShimSigterm, WhileSystemStopsTheSignalIsForwardedOnceAndTheLockHeld) {

@@ -33,6 +33,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using sandbox::write_file_atomically;
 using shim::probe_failure;
 using shim::probe_outcome;
 using shim::upstream_settings;
@@ -45,13 +46,6 @@ constexpr auto kInterval = 50ms;
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Through a temporary and rename(), as kubelet rotates projected tokens and certificates.
-void write_atomically(const fs::path& path, const std::string& content) {
-  const fs::path tmp = path.string() + ".tmp";
-  std::ofstream(tmp, std::ios::binary | std::ios::trunc) << content;
-  fs::rename(tmp, path);
 }
 
 struct timed_outcome {
@@ -68,7 +62,7 @@ struct fake_apiserver {
   fs::path token;           // --token-file, when required
   fs::path connection_log;  // ACCEPTED lines
 
-  void readyz(const std::string& mode) { write_atomically(control, mode + "\n"); }
+  void readyz(const std::string& mode) { write_file_atomically(control, mode + "\n"); }
   unsigned connections() const {
     unsigned n = 0;
     for (const auto& l : sandbox::read_timed_lines(connection_log)) n += l.word == "ACCEPTED";
@@ -141,7 +135,7 @@ class UpstreamProbe : public ::testing::Test {
     if (o.close_connections) argv.push_back("--close-connections");
     if (!o.token.empty()) {
       f.token = path("apiserver-token");
-      write_atomically(f.token, o.token + "\n");
+      write_file_atomically(f.token, o.token + "\n");
       argv.push_back("--token-file=" + f.token.string());
     }
     sandbox::spawn_options spawn;
@@ -321,10 +315,10 @@ TEST_F(UpstreamProbe, TokenRequired) {
   EXPECT_EQ(anonymous.status, 401u);
 
   s.token_file = path("token").string();
-  write_atomically(s.token_file, "wrong-token\n");
+  write_file_atomically(s.token_file, "wrong-token\n");
   expect_failure(probe_once(s), probe_failure::status, "status 401");
 
-  write_atomically(s.token_file, "  first-token\n\n");  // trimmed
+  write_file_atomically(s.token_file, "  first-token\n\n");  // trimmed
   expect_pass(probe_once(s));
 }
 
@@ -332,16 +326,16 @@ TEST_F(UpstreamProbe, RotatedTokenIsReadAgain) {
   auto f = start_fake({.tls = pki().server, .token = "token-one"});
   auto s = https(f);
   s.token_file = path("token").string();
-  write_atomically(s.token_file, "token-one");
+  write_file_atomically(s.token_file, "token-one");
   const auto seen = run_probes(s, 4, [&](unsigned i) {
     // Both sides switch between two probes: the old token would now be a 401.
     if (i == 0) {
-      write_atomically(f.token, "token-two");
-      write_atomically(s.token_file, "token-two");
+      write_file_atomically(f.token, "token-two");
+      write_file_atomically(s.token_file, "token-two");
     }
     if (i == 2) {
       // Rewritten in place (same inode), as a hand edit does.
-      write_atomically(f.token, "token-3");
+      write_file_atomically(f.token, "token-3");
       std::ofstream(s.token_file, std::ios::trunc) << "token-3";
     }
   });

@@ -737,6 +737,12 @@ std::string read_text_file(const std::filesystem::path& path) {
   return s.str();
 }
 
+void write_file_atomically(const std::filesystem::path& path, const std::string& content) {
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  std::ofstream(tmp, std::ios::binary | std::ios::trunc) << content;
+  std::filesystem::rename(tmp, path);
+}
+
 std::vector<std::string> read_lines(const std::filesystem::path& path) {
   std::vector<std::string> lines;
   std::ifstream in(path);

@@ -240,6 +240,9 @@ class node_sandbox {
 std::string read_text_file(const std::filesystem::path& path);
 std::vector<std::string> read_lines(const std::filesystem::path& path);
 std::string last_lines(const std::string& text, std::size_t max_lines);
+// Replaces path's content through a temporary and rename(), as kubelet rotates projected tokens
+// and certificates: a reader sees the old file or the new one, never half of one.
+void write_file_atomically(const std::filesystem::path& path, const std::string& content);
 
 // Minimal JSON-line field access for flat objects as the shim writes them.
 std::optional<std::string> json_string_field(std::string_view line, std::string_view key);

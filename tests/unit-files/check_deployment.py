@@ -33,6 +33,16 @@ VENDOR_DROPINS = {
     "etc/systemd/logind.conf.d/99-kubelet.conf": 60,
 }
 SHIM_DROPIN_NAME = "zz-shutdown-shim.conf"
+# The upstream check every shipped file turns on (issue 9): kube-apiserver's /readyz on the node,
+# verified against kubeadm's cluster CA under the name kubeadm's serving certificate carries
+# (cmd/kubeadm/app/util/pkiutil GetAPIServerAltNames: the node name, "kubernetes",
+# "kubernetes.default[.svc[.DOMAIN]]", the service IP and the advertise address; no localhost, no
+# 127.0.0.1).
+UPSTREAM_FLAGS = {
+    "--upstream-readyz": ["https://localhost:6443/readyz"],
+    "--upstream-ca-file": ["/etc/kubernetes/pki/ca.crt"],
+    "--upstream-tls-server-name": ["kubernetes"],
+}
 
 
 class Problems:
@@ -120,6 +130,11 @@ def check_shim_defaults(p, shim):
             f"{SHIM_DEFAULT_EXIT_TIMEOUT_S}s")
     p.check(listen is not None and listen.endswith(f":{SHIM_DEFAULT_PORT}"),
             f"the shim's --listen default is {listen}, the files assume port {SHIM_DEFAULT_PORT}")
+
+
+def check_upstream_flags(p, where, flags):
+    for flag, want in UPSTREAM_FLAGS.items():
+        p.check(flags.get(flag) == want, f"{where}: {flag} is {flags.get(flag)}, want {want}")
 
 
 def shim_flag_values(flags):
@@ -270,6 +285,7 @@ def check_unit(args):
     p.check(flags.get("--event-log", [""])[0].startswith("/var/log/shutdown-shim/"),
             "--event-log is not under LogsDirectory /var/log/shutdown-shim")
     p.check("--ensure-inhibit-delay" in flags, "--ensure-inhibit-delay is off by default")
+    check_upstream_flags(p, "the unit", flags)
     drain = go_duration_s(flags.get("--drain-delay", ["70s"])[0])
     exit_timeout = go_duration_s(flags.get("--exit-timeout", ["65s"])[0])
     p.check((drain, exit_timeout) == (SHIM_DEFAULT_DRAIN_S, SHIM_DEFAULT_EXIT_TIMEOUT_S),
@@ -284,6 +300,12 @@ def check_unit(args):
                        {**env, "SHUTDOWN_SHIM_TARGET": "--target-pidfile=/run/kube-apiserver.pid"})
     ok, err = shim_accepts(args.shim, argv[1:])
     p.check(ok, f"with SHUTDOWN_SHIM_TARGET overridden the shim refuses {argv[1:]}: {err}")
+    # An empty SHUTDOWN_SHIM_UPSTREAM turns the upstream check off, every --upstream-* flag with it
+    # (the shim refuses one without --upstream-readyz).
+    argv = expand_exec(one("ExecStart"), {**env, "SHUTDOWN_SHIM_UPSTREAM": ""})
+    ok, err = shim_accepts(args.shim, argv[1:])
+    p.check(ok and not any(a.startswith("--upstream-") for a in argv),
+            f"with SHUTDOWN_SHIM_UPSTREAM empty the shim gets {argv[1:]}: {err}")
     return p.finish(f"unit {unit}")
 
 
@@ -465,6 +487,14 @@ def check_pod_spec(p, where, kind, spec, shim_binary):
         log_dir = os.path.dirname(flags["--event-log"][0])
         p.check(host_mount(log_dir, writable=True) is not None,
                 f"{where}: the event log's {log_dir} is not a writable hostPath (lost at reboot)")
+    check_upstream_flags(p, where, flags)
+    # The CA's directory, not the file: a file's bind mount keeps the inode it found, so a CA
+    # replaced by rename() would never be seen, and kubelet does not start a pod whose File
+    # hostPath is missing (the shim itself waits for a missing CA).
+    ca_dir = os.path.dirname(flags.get("--upstream-ca-file", [""])[0])
+    ca_host = host_mount(ca_dir, writable=False)
+    p.check(ca_host is not None and ca_host.get("type") in ("Directory", "DirectoryOrCreate"),
+            f"{where}: the CA's directory {ca_dir} is not a Directory hostPath mounted in the shim")
     if mode != "wrapper":
         # The record of what was signalled must outlive a restart of the container (a read-only
         # root has no /run of its own) and must not outlive the boot.

@@ -220,6 +220,9 @@ std::map<std::string, shim_status> table_states() {
   out["upstream passed, draining"].upstream->pause();
   out["logind warning"] = out["upstream passed"];
   out["logind warning"].logind_delay_max_usec = 5'000'000;
+  out["previous shutdown cut short"] = out["upstream passed"];
+  out["previous shutdown cut short"].previous.emplace();
+  out["previous shutdown cut short"].previous->verdict = shutdown_verdict::cut_short;
   out["everything failing"] = out["upstream failed"];
   out["everything failing"].listener_bound = false;
   out["everything failing"].inhibitor = state::pending;
@@ -229,8 +232,9 @@ std::map<std::string, shim_status> table_states() {
 }
 
 TEST(ReadinessTable, ReadyzVerboseMetricsAndStatusAgreeInEveryState) {
-  const std::vector<std::string> names = {"listener", "inhibitor", "logind-inhibit-delay",
-                                          "shutdown", "target",    "upstream"};
+  const std::vector<std::string> names = {"listener",         "inhibitor", "logind-inhibit-delay",
+                                          "shutdown",         "target",    "upstream",
+                                          "previous-shutdown"};
   for (const auto& [state_name, status] : table_states()) {
     SCOPED_TRACE(state_name);
     const auto checks = status.checks();
@@ -410,6 +414,55 @@ TEST(UpstreamWithShutdown, StartUpNeedsRisePasses) {
   }
   probe(*s.upstream, true, 2);
   EXPECT_TRUE(s.ready());
+}
+
+// A D-Bus error text can span lines (dbus-daemon's AccessDenied lists the matched rules on its
+// own lines); /readyz?verbose must stay one line per check and STATUS= one line in all.
+TEST(ShimStatus, MultiLineErrorTextsAreShownOnOneLine) {
+  constexpr std::string_view kError =
+      "org.freedesktop.DBus.Error.AccessDenied: Rejected send message, 2 matched rules;\n"
+      "  type=\"method_call\", sender=\":1.5\" (uid=1000 pid=812)\r\n"
+      "  interface=\"org.freedesktop.login1.Manager\" member=\"Inhibit\"\n\n";
+  auto s = bound(state::retrying);
+  s.inhibitor_detail = kError;
+  s.target = {true, false, "kube-apiserver (pid 812) exited:\nkilled by SIGKILL"};
+  const std::string one =
+      "org.freedesktop.DBus.Error.AccessDenied: Rejected send message, 2 matched rules; "
+      "type=\"method_call\", sender=\":1.5\" (uid=1000 pid=812) "
+      "interface=\"org.freedesktop.login1.Manager\" member=\"Inhibit\"";
+
+  http_request_counts counts;
+  const auto verbose =
+      handle_request(s, counts, {boost::beast::http::verb::get, "/readyz?verbose", 11}).body();
+  const auto body = lines(verbose);
+  EXPECT_NE(std::find(body.begin(), body.end(), "[+]inhibitor ok: not held, retrying: " + one),
+            body.end())
+      << verbose;
+  EXPECT_NE(std::find(body.begin(), body.end(),
+                      "[-]target failed: kube-apiserver (pid 812) exited: killed by SIGKILL"),
+            body.end())
+      << verbose;
+  EXPECT_EQ(body.size(), s.checks().size() + 1) << verbose;
+  for (const auto& c : s.checks()) {
+    EXPECT_EQ(c.detail.find_first_of("\r\n"), std::string::npos) << c.name << ": " << c.detail;
+  }
+
+  const std::string status = status_line(s);
+  EXPECT_EQ(status.find_first_of("\r\n"), std::string::npos) << status;
+
+  s.inhibitor = state::held;
+  s.draining = true;
+  s.drain_cause = "PrepareForShutdown(true) from :1.3\nsecond line";
+  const std::string draining = status_line(s);
+  EXPECT_EQ(draining.find_first_of("\r\n"), std::string::npos) << draining;
+  EXPECT_THAT(draining, testing::StartsWith(
+                            "draining, reboot on hold: PrepareForShutdown(true) from :1.3 second"));
+
+  // And capped: a detail of any length is cut, on a UTF-8 boundary, ending in "...".
+  s.inhibitor = state::retrying;
+  s.inhibitor_detail = std::string(100'000, 'x');
+  for (const auto& c : s.checks()) EXPECT_LE(c.detail.size(), 512u) << c.name;
+  EXPECT_LE(status_line(s).size(), 1024u);
 }
 
 }  // namespace

@@ -34,10 +34,14 @@ struct fake_edges {
   int readies = 0;
   int unreadies = 0;
   std::vector<event_kind> events;
+  std::vector<std::string> unready_messages, notes, release_messages;
   tp now = t0;
 
   void apply(const seq::actions& actions) {
     for (const auto& a : actions) {
+      if (a.what == kind::become_unready) unready_messages.push_back(a.message);
+      if (a.what == kind::note) notes.push_back(a.message);
+      if (a.what == kind::release_inhibitor) release_messages.push_back(a.message);
       switch (a.what) {
         case kind::arm_timer:
           EXPECT_GE(a.at, now) << "a timer in the past";
@@ -323,6 +327,44 @@ TEST(ShutdownSequence, SigtermWhileSystemRunningForwardsNothingAndExits) {
   EXPECT_EQ(e.releases, 1);
   EXPECT_EQ(e.exits, 1);
   EXPECT_FALSE(e.timer);
+}
+
+// A SIGTERM that is not passed on is the shim stopping, not a reboot held: its words say so from
+// the first line, and the lock goes with the reason, not "the shutdown goes on".
+TEST(ShutdownSequence, ASigtermNotForwardedIsWordedAsAStopWithoutSignal) {
+  constexpr std::string_view kStop =
+      "stopping without signalling the target: the system is not shutting down "
+      "(SystemState=running)";
+  fake_edges e(attach());
+  e.sigterm(t0, seq::forward_decision::ask_system_state);
+  ASSERT_EQ(e.unready_messages.size(), 1u);
+  EXPECT_EQ(e.unready_messages[0],
+            "received SIGTERM, becoming unready; asking PID 1 whether the system is shutting down");
+  e.apply(e.machine.system_state(t0 + 5ms, false, "running"));
+  EXPECT_THAT(e.notes, testing::Contains(std::string(kStop)));
+  EXPECT_EQ(e.release_messages, std::vector<std::string>{std::string(kStop)});
+
+  fake_edges policy(attach());
+  policy.sigterm(t0, seq::forward_decision::skip);
+  ASSERT_EQ(policy.unready_messages.size(), 1u);
+  EXPECT_EQ(policy.unready_messages[0],
+            "received SIGTERM, becoming unready, stopping without signalling the target: SIGTERM "
+            "is not passed on by policy");
+  EXPECT_EQ(policy.release_messages,
+            std::vector<std::string>{
+                "stopping without signalling the target: SIGTERM is not passed on by policy"});
+  for (const auto* all : {&e.unready_messages, &e.notes, &policy.unready_messages, &policy.notes}) {
+    for (const auto& m : *all) EXPECT_EQ(m.find("on hold"), std::string::npos) << m;
+  }
+
+  // A reboot still says it holds, and its release needs no reason.
+  fake_edges reboot(attach());
+  reboot.prepare_for_shutdown(t0);
+  EXPECT_EQ(reboot.unready_messages[0],
+            "received PrepareForShutdown(true), becoming unready, keeping the reboot on hold");
+  reboot.target_exit(t0 + 1s);
+  reboot.run_timers();
+  EXPECT_EQ(reboot.release_messages, std::vector<std::string>{""});
 }
 
 TEST(ShutdownSequence, SigtermWhileSystemStoppingForwardsAndHolds) {
