@@ -281,4 +281,26 @@ std::optional<std::uint64_t> kubelet_dropin_usec(const std::filesystem::path& co
   return usec;
 }
 
+namespace {
+
+// One file through its parser; a failure names the flag and the file.
+template <typename T>
+result<T> read_kubelet_file(const std::string& path, std::string_view flag,
+                            result<T> (*parse)(std::string_view)) {
+  if (path.empty()) return result<T>::success({});
+  auto text = read_bounded_file(path);
+  auto parsed = text ? parse(text.value()) : result<T>::failure(text.error());
+  if (parsed) return parsed;
+  return result<T>::failure(fmt::format("{}={}: {}", flag, path, parsed.error()));
+}
+
+}  // namespace
+
+kubelet_files read_kubelet_files(const std::string& config_path, const std::string& manifest_path,
+                                 const std::filesystem::path& logind_conf_dir) {
+  return {read_kubelet_file(config_path, "--kubelet-config", parse_kubelet_config),
+          read_kubelet_file(manifest_path, "--static-pod-manifest", parse_static_pod_manifest),
+          kubelet_dropin_usec(logind_conf_dir)};
+}
+
 }  // namespace shim

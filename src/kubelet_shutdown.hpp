@@ -115,6 +115,17 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text);
 inline constexpr std::string_view kKubeletDropinName = "99-kubelet.conf";
 std::optional<std::uint64_t> kubelet_dropin_usec(const std::filesystem::path& conf_dir);
 
+// What the shim reads of kubelet's: --kubelet-config and --static-pod-manifest (a path not given is
+// read as empty: a success with nothing in it; a failure names the flag and the file), and
+// 99-kubelet.conf in logind_conf_dir.
+struct kubelet_files {
+  result<kubelet_shutdown_config> config;
+  result<static_pod_priority> manifest;
+  std::optional<std::uint64_t> dropin_usec;
+};
+kubelet_files read_kubelet_files(const std::string& config_path, const std::string& manifest_path,
+                                 const std::filesystem::path& logind_conf_dir);
+
 // A file's content, refused beyond max_bytes (and when it is not a regular file).
 result<std::string> read_bounded_file(const std::filesystem::path& path,
                                       std::size_t max_bytes = kMaxKubeletFileBytes);

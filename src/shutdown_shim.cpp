@@ -369,28 +369,9 @@ void shutdown_shim::on_prepare_for_shutdown(bool active, const std::string& caus
 // kubelet reads its config and takes its lock when it starts, so the files are read again whenever
 // its lock is taken anew: what they say then is what that kubelet runs with.
 void shutdown_shim::read_kubelet_files() {
-  using config_read = result<kubelet_shutdown_config>;
-  using manifest_read = result<static_pod_priority>;
-  auto config = config_read::success({});
-  if (!cfg_.kubelet_config.empty()) {
-    auto text = read_bounded_file(cfg_.kubelet_config);
-    config = text ? parse_kubelet_config(text.value()) : config_read::failure(text.error());
-    if (!config) {
-      config = config_read::failure(
-          fmt::format("--kubelet-config={}: {}", cfg_.kubelet_config, config.error()));
-    }
-  }
-  auto manifest = manifest_read::success({});
-  if (!cfg_.static_pod_manifest.empty()) {
-    auto text = read_bounded_file(cfg_.static_pod_manifest);
-    manifest =
-        text ? parse_static_pod_manifest(text.value()) : manifest_read::failure(text.error());
-    if (!manifest) {
-      manifest = manifest_read::failure(
-          fmt::format("--static-pod-manifest={}: {}", cfg_.static_pod_manifest, manifest.error()));
-    }
-  }
-  status_.kubelet.set_files(config, manifest, kubelet_dropin_usec(cfg_.logind_conf_dir));
+  const auto files =
+      shim::read_kubelet_files(cfg_.kubelet_config, cfg_.static_pod_manifest, cfg_.logind_conf_dir);
+  status_.kubelet.set_files(files.config, files.manifest, files.dropin_usec);
 }
 
 void shutdown_shim::on_delay_locks(const std::vector<logind_inhibitor::listed_lock>& locks) {

@@ -184,5 +184,22 @@ TEST(KubeletOutlook, Kubelets99ConfIsReadFromLogindsDropinDirectory) {
   EXPECT_EQ(kubelet_dropin_usec(dir.path()), 45'000'000u);
 }
 
+TEST(KubeletOutlook, KubeletsFilesAreReadWithTheFlagNamedInEachFailure) {
+  test::temp_dir dir;
+  const std::filesystem::path d = dir.path();
+  const auto none = read_kubelet_files("", "", d);
+  EXPECT_TRUE(none.config.ok());
+  EXPECT_TRUE(none.manifest.ok());
+  EXPECT_FALSE(none.dropin_usec);
+  std::ofstream(d / "config.yaml") << "kind: KubeletConfiguration\nshutdownGracePeriod: 30s\n";
+  const auto read =
+      read_kubelet_files((d / "config.yaml").string(), (d / "missing.yaml").string(), d);
+  ASSERT_TRUE(read.config.ok());
+  EXPECT_EQ(read.config.value().grace_period, 30s);
+  ASSERT_FALSE(read.manifest.ok());
+  EXPECT_THAT(read.manifest.error(),
+              testing::StartsWith("--static-pod-manifest=" + (d / "missing.yaml").string() + ": "));
+}
+
 }  // namespace
 }  // namespace shim
