@@ -105,6 +105,8 @@ enum class flag_id {
   upstream_client_cert,
   upstream_client_key,
   upstream_token_file,
+  kubelet_config,
+  static_pod_manifest,
   help,
   version,
 };
@@ -118,7 +120,7 @@ struct flag_def {
   std::string_view default_value = {};
 };
 
-constexpr std::array<flag_def, 30> kFlags{{
+constexpr std::array<flag_def, 32> kFlags{{
     {"--listen", flag_id::listen, "HOST:PORT"},
     {"--drain-delay", flag_id::drain_delay, "DURATION"},
     {"--signal-delay", flag_id::signal_delay, "DURATION"},
@@ -146,6 +148,8 @@ constexpr std::array<flag_def, 30> kFlags{{
     {"--upstream-client-cert", flag_id::upstream_client_cert, "PATH"},
     {"--upstream-client-key", flag_id::upstream_client_key, "PATH"},
     {"--upstream-token-file", flag_id::upstream_token_file, "PATH"},
+    {"--kubelet-config", flag_id::kubelet_config, "PATH"},
+    {"--static-pod-manifest", flag_id::static_pod_manifest, "PATH"},
     {"--help", flag_id::help, ""},
     {"-h", flag_id::help, ""},
     {"--version", flag_id::version, ""},
@@ -741,6 +745,15 @@ config parse_flags(std::span<const std::string_view> args) {
         }
         cfg.state_dir = value;
         break;
+      // Read again whenever kubelet takes its lock anew (a restarted kubelet reads its files anew):
+      // a relative path would depend on the working directory of that moment's process.
+      case flag_id::kubelet_config:
+      case flag_id::static_pod_manifest:
+        if (!value.starts_with('/')) {
+          bad_value(name, fmt::format("{} is not an absolute path", quoted(value)));
+        }
+        (def->id == flag_id::kubelet_config ? cfg.kubelet_config : cfg.static_pod_manifest) = value;
+        break;
       case flag_id::upstream_readyz: {
         auto url = parse_upstream_url(value);
         if (!url) bad_value(name, fmt::format("{}: {}", quoted(value), url.error()));
@@ -845,6 +858,11 @@ std::string usage_text() {
       "  --upstream-insecure-skip-verify  do not verify the server's certificate (WARNING)\n"
       "  --upstream-client-cert=PATH  client certificate (mTLS), with --upstream-client-key=PATH\n"
       "  --upstream-token-file=PATH   send Authorization: Bearer with this file's token\n"
+      "  --kubelet-config=PATH        kubelet's config file: when its graceful node shutdown\n"
+      "                               stops and kills kube-apiserver (default: not read)\n"
+      "  --static-pod-manifest=PATH   kube-apiserver's static pod: its priority for kubelet;\n"
+      "                               with both, the shim leaves the signal to kubelet when\n"
+      "                               kubelet stops it first (default: not read)\n"
       "  -h, --help                   show this help and exit\n"
       "  --version                    show the version and exit\n"
       "\n"

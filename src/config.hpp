@@ -69,6 +69,11 @@ struct config {
   // --upstream-*: kube-apiserver's own /readyz as a readiness check; off without
   // --upstream-readyz.
   upstream_settings upstream;
+  // kubelet's graceful node shutdown (issue 13): kubelet's config file and kube-apiserver's static
+  // pod manifest, read to work out what kubelet does to kube-apiserver at a shutdown; empty: not
+  // read (kubelet's lock is still looked for).
+  std::string kubelet_config;
+  std::string static_pod_manifest;
 };
 
 inline constexpr std::string_view kDefaultStateDir = "/run/shutdown-shim";

@@ -29,6 +29,8 @@ enum class event_kind {
   UpstreamFailed,       // the upstream check turned failed (--upstream-fall failures in a row)
   UpstreamPassed,       // the upstream check turned passed (--upstream-rise passes in a row)
   PreviousShutdown,     // at start: what became of the last shutdown of an earlier boot
+  KubeletShutdown,      // at a shutdown: what kubelet's graceful node shutdown is expected to do
+  SignalLeftToKubelet,  // kubelet sends the target's signal; the shim counts it, sends none
 };
 
 // Each event's name and the level it is logged at, in event_kind's order.
@@ -37,7 +39,7 @@ struct event_info {
   log_level level;
 };
 
-inline constexpr std::array<event_info, 18> kEvents{{
+inline constexpr std::array<event_info, 20> kEvents{{
     {"Started", log_level::info},
     {"InhibitorTaken", log_level::info},
     {"ShutdownInitiated", log_level::notice},
@@ -56,9 +58,11 @@ inline constexpr std::array<event_info, 18> kEvents{{
     {"UpstreamFailed", log_level::warning},  // the node leaves the load balancer
     {"UpstreamPassed", log_level::info},
     {"PreviousShutdown", log_level::notice},  // whether the last reboot was drained in full
+    {"KubeletShutdown", log_level::notice},
+    {"SignalLeftToKubelet", log_level::notice},
 }};
 
-static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::PreviousShutdown) + 1,
+static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::SignalLeftToKubelet) + 1,
               "one entry per event_kind, in the same order");
 
 constexpr std::string_view to_string(event_kind kind) {

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "config.hpp"
+#include "logind_config.hpp"
 #include "unique_fd.hpp"
 #include "yaml_subset.hpp"
 
@@ -145,7 +146,7 @@ std::string kubelet_stop_plan::describe() const {
   const std::string when =
       stops_at_start() ? "at +0s" : fmt::format("between +0s and +{}s", sigterm_latest.count());
   const std::string kill = stops_at_start()
-                               ? fmt::format("+{}s", grace.count())
+                               ? fmt::format("at +{}s", grace.count())
                                : fmt::format("between +{}s and +{}s", sigkill_earliest().count(),
                                              sigkill_latest().count());
   return fmt::format(
@@ -269,6 +270,15 @@ result<std::string> read_bounded_file(const std::filesystem::path& path, std::si
   }
   content.resize(got);
   return R::success(std::move(content));
+}
+
+std::optional<std::uint64_t> kubelet_dropin_usec(const std::filesystem::path& conf_dir) {
+  const auto file = conf_dir / kKubeletDropinName;
+  auto text = read_bounded_file(file);
+  if (!text) return std::nullopt;
+  std::optional<std::uint64_t> usec;
+  for (const auto& s : inhibit_delay_settings(file, text.value())) usec = s.usec;
+  return usec;
 }
 
 }  // namespace shim

@@ -109,6 +109,12 @@ std::optional<kubelet_stop_plan> plan_kubelet_stop(const kubelet_shutdown_config
 result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text);
 result<static_pod_priority> parse_static_pod_manifest(std::string_view text);
 
+// kubelet's drop-in for logind, written when logind's InhibitDelayMaxSec is shorter than kubelet's
+// whole shutdown (the sum of its groups' graces): the value it sets there, read from
+// conf_dir/99-kubelet.conf; none when there is no such file or it says no value.
+inline constexpr std::string_view kKubeletDropinName = "99-kubelet.conf";
+std::optional<std::uint64_t> kubelet_dropin_usec(const std::filesystem::path& conf_dir);
+
 // A file's content, refused beyond max_bytes (and when it is not a regular file).
 result<std::string> read_bounded_file(const std::filesystem::path& path,
                                       std::size_t max_bytes = kMaxKubeletFileBytes);

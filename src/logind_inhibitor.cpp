@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace shim {
 
@@ -30,7 +31,10 @@ void logind_inhibitor::drop_connection() {
   // Slots go before the connection they belong to.
   prepare_match_.reset();
   owner_match_.reset();
+  properties_match_.reset();
   owner_call_.reset();
+  list_call_.reset();
+  relist_ = false;
   inhibit_call_.reset();
   preparing_call_.reset();
   delay_call_.reset();
@@ -55,7 +59,15 @@ void logind_inhibitor::connected(bus_connection& bus) {
                   "member='NameOwnerChanged',arg0='{1}'",
                   kBusDriver, kLogind),
       [this](sd_bus_message* m) { on_owner_changed(m); });
-  if (!prepare_match_ || !owner_match_) {
+  if (handlers_.delay_locks_listed) {
+    properties_match_ =
+        add_match(bus,
+                  fmt::format("type='signal',sender='{}',path='{}',interface='org.freedesktop.DBus."
+                              "Properties',member='PropertiesChanged',arg0='{}'",
+                              kLogind, kLogindPath, kLogindManager),
+                  [this](sd_bus_message* m) { on_properties_changed(m); });
+  }
+  if (!prepare_match_ || !owner_match_ || (handlers_.delay_locks_listed && !properties_match_)) {
     // The connection cannot even queue a message: bus_link will see it lost.
     log_.warning("could not subscribe to logind's signals");
     return;
@@ -95,6 +107,7 @@ void logind_inhibitor::owner_confirmed(const std::string& owner) {
   inhibit_call_.reset();
   if (wanted_) take_lock();
   read_properties();
+  list_locks();
 }
 
 void logind_inhibitor::take_lock() {
@@ -247,6 +260,51 @@ void logind_inhibitor::on_prepare_for_shutdown(sd_bus_message* m) {
     handlers_.prepare_for_shutdown(active != 0, fmt::format("PrepareForShutdown({}) from {}",
                                                             active ? "true" : "false", from));
   }
+}
+
+void logind_inhibitor::on_properties_changed(sd_bus_message* m) {
+  // A peer's unicast copy costs one ListInhibitors of the real logind, no more: a list in flight
+  // absorbs any number of them.
+  const char* sender = sd_bus_message_get_sender(m);
+  if (logind_owner_.empty() || !sender || logind_owner_ != sender) return;
+  list_locks();
+}
+
+void logind_inhibitor::list_locks() {
+  if (!handlers_.delay_locks_listed || !bus_ || logind_owner_.empty()) return;
+  if (list_call_.in_flight()) {
+    relist_ = true;
+    return;
+  }
+  list_call_ = call_method(*bus_, {kLogind, kLogindPath, kLogindManager, "ListInhibitors"}, {},
+                           [this](result<sd_bus_message*> reply) {
+                             list_call_.reset();
+                             locks_listed(reply);
+                             if (std::exchange(relist_, false)) list_locks();
+                           });
+}
+
+void logind_inhibitor::locks_listed(result<sd_bus_message*> reply) {
+  if (!reply) {
+    log_.warning("could not list logind's locks", {{"error", reply.error()}});
+    return;
+  }
+  sd_bus_message* m = reply.value();
+  std::vector<listed_lock> locks;
+  int r = sd_bus_message_enter_container(m, 'a', "(ssssuu)");
+  while (r > 0) {
+    const char *what = nullptr, *who = nullptr, *why = nullptr, *mode = nullptr;
+    std::uint32_t uid = 0, pid = 0;
+    r = sd_bus_message_read(m, "(ssssuu)", &what, &who, &why, &mode, &uid, &pid);
+    if (r > 0 && std::string_view(mode) == "delay" && locks.size() < kMaxListedLocks) {
+      locks.push_back({what, who, why, mode, uid, pid});
+    }
+  }
+  if (r < 0) {
+    log_.warning("could not read logind's list of locks", {{"error", std::strerror(-r)}});
+    return;
+  }
+  handlers_.delay_locks_listed(locks);
 }
 
 void logind_inhibitor::on_owner_changed(sd_bus_message* m) {

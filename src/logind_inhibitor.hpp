@@ -2,9 +2,11 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "backoff.hpp"
 #include "bus_connection.hpp"
@@ -28,6 +30,16 @@ namespace shim {
 // Retries use capped exponential backoff with jitter.
 class logind_inhibitor {
  public:
+  // One entry of logind's ListInhibitors, a(ssssuu).
+  struct listed_lock {
+    std::string what, who, why, mode;
+    std::uint32_t uid = 0;
+    std::uint32_t pid = 0;
+  };
+  // logind keeps up to InhibitorsMax (8192) locks; only delay locks are kept from a list, and no
+  // node has more than a handful (kubelet, unattended-upgrades, the shim).
+  static constexpr std::size_t kMaxListedLocks = 256;
+
   enum class lock_state {
     held,      // logind granted it on the current connection
     retrying,  // not held, or not known to be (the bus is down); retrying
@@ -45,6 +57,10 @@ class logind_inhibitor {
     std::function<void(const result<>& outcome)> first_attempt_done;
     // InhibitDelayMaxUSec, read after every lock taken.
     std::function<void(std::uint64_t usec)> inhibit_delay_read;
+    // The delay locks logind lists (at most kMaxListedLocks), read after each connection to
+    // logind and whenever logind says its locks changed (PropertiesChanged of DelayInhibited,
+    // sent for every lock taken or released). Null: the list is never read.
+    std::function<void(const std::vector<listed_lock>& locks)> delay_locks_listed;
   };
 
   logind_inhibitor(boost::asio::io_context& io, logger& log, std::string why, handlers h);
@@ -79,6 +95,9 @@ class logind_inhibitor {
   void first_attempt(const result<>& outcome);
   void on_prepare_for_shutdown(sd_bus_message* m);
   void on_owner_changed(sd_bus_message* m);
+  void on_properties_changed(sd_bus_message* m);
+  void list_locks();
+  void locks_listed(result<sd_bus_message*> reply);
 
   boost::asio::io_context& io_;
   logger& log_;
@@ -88,11 +107,14 @@ class logind_inhibitor {
   bus_connection* bus_ = nullptr;  // bus_link's; null while down
   slot_ptr prepare_match_;
   slot_ptr owner_match_;
+  slot_ptr properties_match_;
   pending_call owner_call_;
   pending_call inhibit_call_;
   pending_call preparing_call_;
   pending_call delay_call_;
   pending_call reread_call_;
+  pending_call list_call_;
+  bool relist_ = false;  // the locks changed while a list was in flight: list again after it
 
   std::string logind_owner_;  // unique name, as the bus driver confirmed it; empty: unknown
   unique_fd lock_;            // may be a lock of an earlier connection, kept until replaced

@@ -364,6 +364,15 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
                     *status.previous->hold);
     }
   }
+  append_metric(out, "shutdown_shim_kubelet_cuts_drain", "gauge",
+                "Whether kubelet's graceful node shutdown will SIGKILL kube-apiserver before "
+                "drain delay plus exit timeout (1) or not, or not known (0); see the check "
+                "kubelet-shutdown.",
+                status.kubelet.cuts_drain() ? 1 : 0);
+  append_metric(out, "shutdown_shim_kubelet_second_signal", "gauge",
+                "Whether kubelet's graceful node shutdown will send kube-apiserver a SIGTERM "
+                "after the shim's (1) or not, or not known (0).",
+                status.kubelet.second_signal() ? 1 : 0);
   fmt::format_to(std::back_inserter(out),
                  "# HELP shutdown_shim_signals_forwarded_total Signals sent to the target.\n"
                  "# TYPE shutdown_shim_signals_forwarded_total counter\n"

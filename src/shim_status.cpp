@@ -74,7 +74,7 @@ std::string logind_delay_detail(const shim_status& s) {
 }
 
 // In the order /readyz?verbose lists them.
-constexpr std::array<check_def, 7> kChecks{{
+constexpr std::array<check_def, 8> kChecks{{
     {"listener", always, [](const shim_status& s) { return s.listener_bound; },
      [](const shim_status& s) { return std::string(s.listener_bound ? "" : "not bound yet"); }},
     // Fails only until the first attempt has finished: a lock that cannot be taken (auto mode) or
@@ -106,6 +106,10 @@ constexpr std::array<check_def, 7> kChecks{{
     {"upstream", [](const shim_status& s) { return s.upstream.has_value(); },
      [](const shim_status& s) { return s.upstream->passed(); },
      [](const shim_status& s) { return s.upstream->detail(); }},
+    // Informational: what kubelet will do is a fact about the next shutdown, not a reason to leave
+    // the load balancer now.
+    {"kubelet-shutdown", [](const shim_status& s) { return s.kubelet.applies(); }, always,
+     [](const shim_status& s) { return s.kubelet.summary(); }},
     // Informational, like logind-inhibit-delay: the past never makes the node unready.
     {"previous-shutdown", [](const shim_status& s) { return s.previous.has_value(); }, always,
      [](const shim_status& s) { return s.previous->summary(); }},
@@ -158,6 +162,8 @@ std::string status_line(const shim_status& status) {
     if (!c.detail.empty()) text += ": " + c.detail;
   }
   if (status.logind_delay_too_short()) text += "; WARNING: logind InhibitDelayMaxSec too short";
+  if (status.kubelet.cuts_drain()) text += "; WARNING: kubelet's SIGKILL cuts the drain";
+  if (status.kubelet.second_signal()) text += "; WARNING: kubelet sends a second SIGTERM";
   return one_line(text, kMaxStatusLine);
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kubelet_outlook.hpp"
 #include "previous_shutdown.hpp"
 #include "upstream_status.hpp"
 
@@ -49,6 +50,9 @@ struct shim_status {
 
   // The upstream check: only with --upstream-readyz.
   std::optional<upstream_status> upstream;
+
+  // What kubelet's graceful node shutdown will do to kube-apiserver (the check kubelet-shutdown).
+  kubelet_outlook kubelet;
 
   std::chrono::nanoseconds drain_delay{0};
   std::chrono::nanoseconds hold_needed{0};  // drain-delay + exit-timeout

@@ -91,6 +91,7 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   drain_elapsed_ = false;
   target_gone_ = !settings_.has_target;
   decision_ = decision_state::pending;
+  kubelet_signals_ = decision == forward_decision::kubelet_signals;
 
   // Words for what is known now: a SIGTERM that is not passed on stops the shim and holds no
   // reboot; whether one is asked of PID 1 is said once it answers (decide()).
@@ -98,6 +99,9 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   switch (decision) {
     case forward_decision::forward:
       words += ", keeping the reboot on hold";
+      break;
+    case forward_decision::kubelet_signals:
+      words += ", keeping the reboot on hold; kubelet sends the target its signal, the shim none";
       break;
     case forward_decision::skip:
       words += ", " + stop_without_signal(cause + " is not passed on by policy");
@@ -113,6 +117,7 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   if (stop_requested_) out.push_back(make(kind::notify_stopping));
   switch (decision) {
     case forward_decision::forward:
+    case forward_decision::kubelet_signals:
       decide(true, cause, out);
       break;
     case forward_decision::skip:
@@ -164,6 +169,7 @@ shutdown_sequence::actions shutdown_sequence::resume(time_point now, time_point 
   unready_at_ = std::min(unready_at, now);
   stop_requested_ = false;
   decision_ = decision_state::forward;
+  kubelet_signals_ = false;
   signal_sent_ = true;
   signal_missed_ = false;
   drain_elapsed_ = false;
@@ -272,10 +278,13 @@ shutdown_sequence::time_point shutdown_sequence::hard_deadline() const {
 
 void shutdown_sequence::advance(time_point now, actions& out) {
   if (phase_ != phase::holding) return;
+  // kubelet's signal comes on kubelet's time, not after --signal-delay: counted at once.
   if (!signal_sent_ && decision_ == decision_state::forward &&
-      now >= later(unready_at_, settings_.signal_delay)) {
+      (kubelet_signals_ || now >= later(unready_at_, settings_.signal_delay))) {
     signal_sent_ = true;
-    if (settings_.has_target) out.push_back(make(kind::forward_signal));
+    if (settings_.has_target) {
+      out.push_back(make(kubelet_signals_ ? kind::count_kubelet_signal : kind::forward_signal));
+    }
   }
   if (!drain_elapsed_ && now >= later(unready_at_, settings_.drain_delay)) {
     drain_elapsed_ = true;
@@ -299,7 +308,7 @@ std::optional<shutdown_sequence::time_point> shutdown_sequence::next_deadline() 
   auto consider = [&next](time_point t) {
     if (!next || t < *next) next = t;
   };
-  if (!signal_sent_ && decision_ == decision_state::forward) {
+  if (!signal_sent_ && decision_ == decision_state::forward && !kubelet_signals_) {
     consider(later(unready_at_, settings_.signal_delay));
   }
   if (!drain_elapsed_) {

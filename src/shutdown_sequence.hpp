@@ -20,7 +20,10 @@ namespace shim {
 //
 // State: a phase, plus what is known about the current shutdown. Only `holding` uses all of it:
 //   decision_      pending until the forwarding of a shim SIGTERM is decided (ask_system_state)
-//   signal_sent_   the forward_signal action was given (or, resumed, an earlier run sent it)
+//   kubelet_signals_ kubelet sends this shutdown's signal: count_kubelet_signal, at once, instead
+//                  of forward_signal after --signal-delay
+//   signal_sent_   the forward_signal (count_kubelet_signal) action was given (or, resumed, an
+//                  earlier run sent it)
 //   signal_missed_ ...but no target was there to get it (no_target)
 //   drain_elapsed_ unready + drain-delay has passed
 //   target_gone_   every target has exited (or there never was one)
@@ -33,7 +36,8 @@ namespace shim {
 //   idle         target_exited    -> wrapper only: become_unready, exit; released
 //   holding      trigger (again)  -> note (never a second signal); a signal: notify_stopping
 //   holding      system_state     -> forward, or skip: release_inhibitor, exit; released
-//   holding      timer/exit/none  -> advance: forward_signal, DrainElapsed, release_inhibitor
+//   holding      timer/exit/none  -> advance: forward_signal (or count_kubelet_signal),
+//                                    DrainElapsed, release_inhibitor
 //                                    [, exit]; released
 //   holding      cancel           -> ShutdownCancelled, retake_inhibitor, then: nothing signalled
 //                                    -> become_ready, idle; signalled -> watch_target (wrapper:
@@ -59,8 +63,10 @@ class shutdown_sequence {
 
   enum class trigger_kind { prepare_for_shutdown, sigterm, sigint };
 
-  // Whether a shim SIGTERM/SIGINT is passed on to the target. PrepareForShutdown always is.
-  enum class forward_decision { forward, skip, ask_system_state };
+  // Whether a shim SIGTERM/SIGINT is passed on to the target. PrepareForShutdown always is, by
+  // the shim or, when kubelet's graceful node shutdown stops the target at the start of the
+  // shutdown, by kubelet (kubelet_signals: the shim holds and counts kubelet's signal as its own).
+  enum class forward_decision { forward, skip, ask_system_state, kubelet_signals };
   struct forwarding {
     forward_decision decision;
     std::string why;  // for the log
@@ -72,14 +78,15 @@ class shutdown_sequence {
 
   struct action {
     enum class kind {
-      become_unready,    // message: why; event: ShutdownInitiated or ShutdownResumed; at: the
-                         // moment the drain is counted from
-      become_ready,      // a cancelled shutdown is over
-      notify_stopping,   // sd_notify STOPPING=1: the shim was asked to stop and will exit
-      ask_system_state,  // is PID 1's manager stopping? answer with system_state()
-      forward_signal,    // resolve the target now and send it the signal
-      watch_target,      // re-resolve until a target runs again, then call target_running()
-      arm_timer,         // at: call timer_expired() then; replaces the previous timer
+      become_unready,        // message: why; event: ShutdownInitiated or ShutdownResumed; at: the
+                             // moment the drain is counted from
+      become_ready,          // a cancelled shutdown is over
+      notify_stopping,       // sd_notify STOPPING=1: the shim was asked to stop and will exit
+      ask_system_state,      // is PID 1's manager stopping? answer with system_state()
+      forward_signal,        // resolve the target now and send it the signal
+      count_kubelet_signal,  // resolve the target now and count it as signalled, by kubelet
+      watch_target,          // re-resolve until a target runs again, then call target_running()
+      arm_timer,             // at: call timer_expired() then; replaces the previous timer
       cancel_timer,
       release_inhibitor,  // close the lock fd; message: why, when no shutdown goes on (a SIGTERM
                           // not passed on), else empty
@@ -141,6 +148,7 @@ class shutdown_sequence {
   time_point unready_at_{};
   decision_state decision_ = decision_state::pending;
   bool stop_requested_ = false;  // the shim itself was asked to stop (SIGTERM/SIGINT)
+  bool kubelet_signals_ = false;
   bool signal_sent_ = false;
   bool signal_missed_ = false;
   bool drain_elapsed_ = false;

@@ -102,6 +102,11 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
   status_.target.configured = cfg.target.any();
   status_.target.detail = cfg.target.wrapper() ? "the command has not been started yet"
                                                : "not found yet: " + target_description();
+  status_.kubelet = kubelet_outlook({.wrapper = cfg.target.wrapper(),
+                                     .drain_delay = cfg.drain_delay,
+                                     .hold_needed = status_.hold_needed,
+                                     .config_given = !cfg.kubelet_config.empty(),
+                                     .manifest_given = !cfg.static_pod_manifest.empty()});
 }
 
 shutdown_shim::~shutdown_shim() = default;
@@ -153,6 +158,8 @@ void shutdown_shim::start() {
   // target already running counts before the lock is taken and READY=1 is sent (ShimNotify).
   if (attach_target()) watch_for_target();
   if (cfg_.upstream.enabled()) start_upstream();
+  read_kubelet_files();
+  kubelet_changed();
 
   if (cfg_.inhibit == inhibit_mode::off) {
     start_child();
@@ -204,6 +211,10 @@ void shutdown_shim::start_bus() {
                                  const std::string& detail) { on_lock_changed(state, detail); },
           .first_attempt_done = [this](const result<>& outcome) { on_first_attempt(outcome); },
           .inhibit_delay_read = [this](std::uint64_t usec) { on_inhibit_delay(usec); },
+          .delay_locks_listed =
+              [this](const std::vector<logind_inhibitor::listed_lock>& locks) {
+                on_delay_locks(locks);
+              },
       });
   manager_ = std::make_unique<systemd_manager>(io_);
   if (cfg_.ensure_inhibit_delay != ensure_mode::off) {
@@ -346,10 +357,66 @@ void shutdown_shim::on_trigger_signal(int signal) {
 
 void shutdown_shim::on_prepare_for_shutdown(bool active, const std::string& cause) {
   if (!active) return runner_.feed([cause](seq& s) { return s.cancel(cause); });
-  runner_.feed([now = clock::now(), cause](seq& s) {
-    return s.trigger(now, seq::trigger_kind::prepare_for_shutdown, cause,
-                     seq::forward_decision::forward);
+  // What the shim knows of kubelet at this moment decides; kubelet_changed() logged it already.
+  const auto decision = status_.kubelet.leaves_signal_to_kubelet()
+                            ? seq::forward_decision::kubelet_signals
+                            : seq::forward_decision::forward;
+  runner_.feed([now = clock::now(), cause, decision](seq& s) {
+    return s.trigger(now, seq::trigger_kind::prepare_for_shutdown, cause, decision);
   });
+}
+
+// kubelet reads its config and takes its lock when it starts, so the files are read again whenever
+// its lock is taken anew: what they say then is what that kubelet runs with.
+void shutdown_shim::read_kubelet_files() {
+  using config_read = result<kubelet_shutdown_config>;
+  using manifest_read = result<static_pod_priority>;
+  auto config = config_read::success({});
+  if (!cfg_.kubelet_config.empty()) {
+    auto text = read_bounded_file(cfg_.kubelet_config);
+    config = text ? parse_kubelet_config(text.value()) : config_read::failure(text.error());
+    if (!config) {
+      config = config_read::failure(
+          fmt::format("--kubelet-config={}: {}", cfg_.kubelet_config, config.error()));
+    }
+  }
+  auto manifest = manifest_read::success({});
+  if (!cfg_.static_pod_manifest.empty()) {
+    auto text = read_bounded_file(cfg_.static_pod_manifest);
+    manifest =
+        text ? parse_static_pod_manifest(text.value()) : manifest_read::failure(text.error());
+    if (!manifest) {
+      manifest = manifest_read::failure(
+          fmt::format("--static-pod-manifest={}: {}", cfg_.static_pod_manifest, manifest.error()));
+    }
+  }
+  status_.kubelet.set_files(config, manifest, kubelet_dropin_usec(cfg_.logind_conf_dir));
+}
+
+void shutdown_shim::on_delay_locks(const std::vector<logind_inhibitor::listed_lock>& locks) {
+  std::optional<std::uint32_t> kubelet;
+  for (const auto& l : locks) {
+    if (is_kubelet_inhibitor(l.what, l.who, l.why, l.mode)) kubelet = l.pid;
+  }
+  if (kubelet == kubelet_lock_pid_) return;
+  kubelet_lock_pid_ = kubelet;
+  if (kubelet) read_kubelet_files();
+  status_.kubelet.set_lock(kubelet);
+  kubelet_changed();
+}
+
+// Said once per change: at start, and when kubelet's lock or files change what is expected.
+void shutdown_shim::kubelet_changed() {
+  if (!status_.kubelet.applies()) return;
+  const std::string summary = status_.kubelet.summary();
+  if (summary == kubelet_said_) return;
+  kubelet_said_ = summary;
+  if (auto warning = status_.kubelet.warning()) {
+    log_.warning(*warning);
+  } else {
+    log_.notice(summary);
+  }
+  notify_status();
 }
 
 void shutdown_shim::on_preparing_read(bool preparing) {
@@ -460,6 +527,11 @@ void shutdown_shim::carry_out(const seq::action& a) {
       events_.record(a.event.value_or(event_kind::ShutdownInitiated), a.cause, a.message, fields,
                      a.at);
       if (a.event != event_kind::ShutdownResumed) remember_shutdown(a);
+      // What kubelet is expected to do to this shutdown's target, for the operator afterwards.
+      if (status_.kubelet.applies() && a.event != event_kind::ShutdownResumed) {
+        events_.record(event_kind::KubeletShutdown, a.cause, status_.kubelet.summary(),
+                       status_.kubelet.fields());
+      }
       // A shutdown wins at once, whatever the upstream says, and probing stops for the drain:
       // kube-apiserver turns its own /readyz to 500 once it has the signal, so probes would only
       // count expected failures, load a server that is draining, and fill the log. After a cancel
@@ -482,6 +554,9 @@ void shutdown_shim::carry_out(const seq::action& a) {
       break;
     case kind::forward_signal:
       forward_signal();
+      break;
+    case kind::count_kubelet_signal:
+      signal_attached(signal_sender::kubelet);
       break;
     case kind::watch_target:
       look_for_target();
@@ -569,7 +644,7 @@ void shutdown_shim::ask_system_state() {
 
 void shutdown_shim::forward_signal() {
   if (child_) return signal_child();
-  signal_attached();
+  signal_attached(signal_sender::shim);
 }
 
 void shutdown_shim::signal_child() {
@@ -592,7 +667,10 @@ void shutdown_shim::signal_child() {
                  {{"target_pid", std::to_string(child_->pid())}, {"signal", sig}});
 }
 
-void shutdown_shim::signal_attached() {
+// With signal_sender::kubelet nothing is sent: kubelet's graceful node shutdown sends it, and the
+// target is recorded and watched as if the shim had (so a restarted shim sends none either).
+void shutdown_shim::signal_attached(signal_sender sender) {
+  const bool by_kubelet = sender == signal_sender::kubelet;
   const std::string sig = signal_name(cfg_.signal);
   const auto found = resolve_target(cfg_.target);
   int sent = 0;
@@ -611,13 +689,21 @@ void shutdown_shim::signal_attached() {
       // Recorded before it is sent: a crash in between loses a signal rather than sending two.
       shutdown_.signalled.push_back({*identity, monotonic_us(clock::now()), cfg_.signal});
       save_record();
-      if (!process->send_signal(cfg_.signal)) continue;
+      if (by_kubelet) {
+        events_.record(event_kind::SignalLeftToKubelet, status_.drain_cause,
+                       fmt::format("kubelet sends {} its SIGTERM; the shim sends none and counts "
+                                   "kubelet's as the one",
+                                   target_description()),
+                       {{"target_pid", std::to_string(pid)}});
+      } else {
+        if (!process->send_signal(cfg_.signal)) continue;
+        ++status_.signals_forwarded;
+        events_.record(event_kind::SignalForwarded, status_.drain_cause,
+                       fmt::format("sent {} to {}", sig, target_description()),
+                       {{"target_pid", std::to_string(pid)}, {"signal", sig}});
+      }
       ++sent;
-      ++status_.signals_forwarded;
       signalled_.insert(pid);
-      events_.record(event_kind::SignalForwarded, status_.drain_cause,
-                     fmt::format("sent {} to {}", sig, target_description()),
-                     {{"target_pid", std::to_string(pid)}, {"signal", sig}});
       watch_attached(std::move(*process));
     } catch (const std::system_error& e) {
       log_.error("could not signal the target",

@@ -69,7 +69,8 @@ class shutdown_shim {
   void settled();
   void forward_signal();
   void signal_child();
-  void signal_attached();
+  enum class signal_sender { shim, kubelet };
+  void signal_attached(signal_sender sender);
   void watch_attached(process_handle process);
 
   // The target check (attach mode): every target process found is watched through its pidfd,
@@ -101,6 +102,9 @@ class shutdown_shim {
   void on_lock_changed(logind_inhibitor::lock_state state, const std::string& detail);
   void on_first_attempt(const result<>& outcome);
   void on_inhibit_delay(std::uint64_t usec);
+  void on_delay_locks(const std::vector<logind_inhibitor::listed_lock>& locks);
+  void read_kubelet_files();
+  void kubelet_changed();
   void on_bus_lost(const std::string& why);
   void on_trigger_signal(int signal);
   void on_stray_signal(int signal);
@@ -159,7 +163,9 @@ class shutdown_shim {
   std::chrono::microseconds watchdog_period_{0};
   backoff target_backoff_{std::chrono::milliseconds(100), std::chrono::seconds(5)};
   std::unique_ptr<upstream_probe> upstream_;
-  std::string upstream_problem_;  // the file problem last warned about
+  std::string upstream_problem_;                   // the file problem last warned about
+  std::optional<std::uint32_t> kubelet_lock_pid_;  // kubelet's lock, as logind last listed it
+  std::string kubelet_said_;                       // the kubelet summary last logged
   bool ready_notified_ = false;
   bool exit_pending_ = false;
   std::optional<shim_outcome> outcome_;

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -236,6 +237,15 @@ shim ShimTest::start_shim(const shim_options& options, bool wait_ready) {
     for (const auto& c : options.wrapped_command) s.argv.push_back(c);
   }
   s.env = options.extra_env;
+  // The record of signalled processes in the sandbox, not the machine's /run/shutdown-shim (where
+  // every test's shim wrote it before, and read other tests' records: "an earlier run signalled
+  // processes that still run" in a fresh sandbox).
+  if (std::none_of(s.env.begin(), s.env.end(),
+                   [](const std::string& e) { return e.starts_with("RUNTIME_DIRECTORY="); })) {
+    const auto dir = sb().path("runtime");
+    std::filesystem::create_directories(dir);
+    s.env.push_back("RUNTIME_DIRECTORY=" + dir.string());
+  }
   s.process = &sb().spawn("shutdown-shim", s.argv, s.env);
   shims_.push_back(s);
   if (wait_ready && !wait_shim_ready(s)) {

@@ -81,7 +81,7 @@ TEST(KubeletShutdown, StaticPodWithoutPriorityStopsFirstAtZero) {
   EXPECT_EQ(plan->sigkill_latest(), 20s);
   EXPECT_EQ(plan->period_requested, 30s);
   EXPECT_EQ(plan->describe(),
-            "kubelet stops kube-apiserver at +0s and kills it +20s (pod priority 0, group 1 of "
+            "kubelet stops kube-apiserver at +0s and kills it at +20s (pod priority 0, group 1 of "
             "2: priority 0, 20 seconds)");
 }
 

@@ -23,6 +23,7 @@ struct fake_edges {
   seq machine;
   std::optional<tp> timer;
   int signals = 0;
+  int kubelet_counts = 0;  // count_kubelet_signal: kubelet sends it, the shim counts it
   int asks = 0;
   int watches = 0;
   std::optional<tp> signal_at;
@@ -52,6 +53,10 @@ struct fake_edges {
           break;
         case kind::forward_signal:
           ++signals;
+          signal_at = now;
+          break;
+        case kind::count_kubelet_signal:
+          ++kubelet_counts;
           signal_at = now;
           break;
         case kind::release_inhibitor:
@@ -96,10 +101,10 @@ struct fake_edges {
     }
     now = t;
   }
-  void prepare_for_shutdown(tp t) {
+  void prepare_for_shutdown(tp t, seq::forward_decision d = seq::forward_decision::forward) {
     at(t);
     apply(machine.trigger(now, seq::trigger_kind::prepare_for_shutdown, "PrepareForShutdown(true)",
-                          seq::forward_decision::forward));
+                          d));
   }
   void sigterm(tp t, seq::forward_decision d = seq::forward_decision::forward) {
     at(t);
@@ -145,6 +150,39 @@ TEST(ShutdownSequence, PrepareForShutdownTurnsUnreadyAndSignalsAtOnce) {
   EXPECT_EQ(e.releases, 0);
   ASSERT_TRUE(e.timer);
   EXPECT_EQ(*e.timer, t0 + 3s);
+}
+
+// Issue 13: kubelet's graceful node shutdown stops kube-apiserver at the start of the shutdown.
+TEST(ShutdownSequence, KubeletsSignalIsCountedAtOnceAndTheShimSendsNone) {
+  fake_edges e(attach(3s, 1s));  // --signal-delay is the shim's timing, not kubelet's
+  e.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  EXPECT_TRUE(e.machine.draining());
+  EXPECT_EQ(e.signals, 0) << "the shim must not send a signal of its own";
+  EXPECT_EQ(e.kubelet_counts, 1);
+  EXPECT_EQ(e.signal_at, t0);
+  EXPECT_TRUE(e.machine.signal_sent());
+  ASSERT_EQ(e.unready_messages.size(), 1u);
+  EXPECT_THAT(e.unready_messages[0], testing::HasSubstr("kubelet sends the target its signal"));
+  // Whatever comes next, no signal from the shim.
+  e.prepare_for_shutdown(t0 + 500ms);
+  e.sigterm(t0 + 1s);
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(e.kubelet_counts, 1);
+}
+
+TEST(ShutdownSequence, KubeletsSignalHoldsForTheTargetsExitAsTheShimsWould) {
+  fake_edges e(attach());
+  e.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  e.at(t0 + 3s);
+  EXPECT_EQ(e.releases, 0) << "the target still runs";
+  e.target_exit(t0 + 6s);
+  EXPECT_EQ(e.released_at, t0 + 6s);
+  // A target that was not there: the drain alone, as with the shim's own signal.
+  fake_edges none(attach());
+  none.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  none.no_target(t0);
+  none.run_timers();
+  EXPECT_EQ(none.released_at, t0 + 3s);
 }
 
 TEST(ShutdownSequence, UnreadyCarriesTheMomentTheDrainCountsFrom) {
@@ -564,51 +602,54 @@ TEST(ShutdownSequence, SigtermForwardingPolicy) {
 // fired in between as the loop would: the invariants hold in all of them.
 TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
   enum input { prepare, sigterm, cancel, exit_target, prepare_again, missing };
-  for (bool wrapper : {false, true}) {
-    for (auto signal_delay : {0s, 1s, 4s}) {
-      std::vector<input> inputs{prepare, sigterm, cancel, exit_target, prepare_again, missing};
-      std::sort(inputs.begin(), inputs.end());
-      do {
-        for (std::chrono::milliseconds step : {500ms, 2000ms}) {
-          fake_edges e({.drain_delay = 3s,
-                        .signal_delay = signal_delay,
-                        .exit_timeout = 5s,
-                        .has_target = true,
-                        .wrapper = wrapper});
-          tp t = t0;
-          for (input in : inputs) {
-            switch (in) {
-              case prepare:
-              case prepare_again:
-                e.prepare_for_shutdown(t);
-                break;
-              case sigterm:
-                e.sigterm(t);
-                break;
-              case cancel:
-                e.cancel(t);
-                break;
-              case exit_target:
-                e.target_exit(t);
-                break;
-              case missing:
-                e.no_target(t);
-                break;
+  for (auto decision : {seq::forward_decision::forward, seq::forward_decision::kubelet_signals}) {
+    for (bool wrapper : {false, true}) {
+      for (auto signal_delay : {0s, 1s, 4s}) {
+        std::vector<input> inputs{prepare, sigterm, cancel, exit_target, prepare_again, missing};
+        std::sort(inputs.begin(), inputs.end());
+        do {
+          for (std::chrono::milliseconds step : {500ms, 2000ms}) {
+            fake_edges e({.drain_delay = 3s,
+                          .signal_delay = signal_delay,
+                          .exit_timeout = 5s,
+                          .has_target = true,
+                          .wrapper = wrapper});
+            tp t = t0;
+            for (input in : inputs) {
+              switch (in) {
+                case prepare:
+                case prepare_again:
+                  e.prepare_for_shutdown(t, decision);
+                  break;
+                case sigterm:
+                  e.sigterm(t);
+                  break;
+                case cancel:
+                  e.cancel(t);
+                  break;
+                case exit_target:
+                  e.target_exit(t);
+                  break;
+                case missing:
+                  e.no_target(t);
+                  break;
+              }
+              t += step;
             }
-            t += step;
+            e.run_timers();
+            SCOPED_TRACE(testing::Message() << "wrapper=" << wrapper << " step=" << step.count());
+            // Each shutdown starts with exactly one become_unready.
+            EXPECT_LE(e.signals + e.kubelet_counts, e.unreadies)
+                << "at most one signal per shutdown, the shim's or kubelet's";
+            EXPECT_LE(e.releases, e.unreadies);
+            if (e.released_at && e.signal_at) {
+              EXPECT_GE(*e.released_at, *e.signal_at) << "never released before the signal";
+            }
+            EXPECT_LE(e.exits, 1);
+            EXPECT_FALSE(e.timer) << "a timer left armed after everything settled";
           }
-          e.run_timers();
-          SCOPED_TRACE(testing::Message() << "wrapper=" << wrapper << " step=" << step.count());
-          // Each shutdown starts with exactly one become_unready.
-          EXPECT_LE(e.signals, e.unreadies) << "at most one signal per shutdown";
-          EXPECT_LE(e.releases, e.unreadies);
-          if (e.released_at && e.signal_at) {
-            EXPECT_GE(*e.released_at, *e.signal_at) << "never released before the signal";
-          }
-          EXPECT_LE(e.exits, 1);
-          EXPECT_FALSE(e.timer) << "a timer left armed after everything settled";
-        }
-      } while (std::next_permutation(inputs.begin(), inputs.end()));
+        } while (std::next_permutation(inputs.begin(), inputs.end()));
+      }
     }
   }
 }
