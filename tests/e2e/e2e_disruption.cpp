@@ -799,6 +799,9 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   } else if (shim) {
     for (const auto& e : sandbox::read_event_log(event_log)) {
       if (e.event == "ShutdownInitiated" && !unready) unready = e.monotonic_us;
+      // shim-gns: the policy of issue 13 at work (kubelet's SIGTERM counted as the shim's).
+      if (e.event == "SignalLeftToKubelet")
+        res.markers.push_back({"shim " + e.event, e.monotonic_us});
     }
     if (unready) res.markers.push_back({"shim unready", *unready});
   } else if (auto u = lifecycle_at(lifecycle_log, "UNREADY")) {
@@ -1042,7 +1045,7 @@ int main(int argc, char** argv) {
     }
     fmt::print("  {} requests, {} failed\n", r.records.size(), r.failed());
     if (r.apiserver_sigterms) {
-      fmt::print("  node A's apiserver: {} SIGTERMs, exit {}\n", *r.apiserver_sigterms,
+      fmt::print("  node A's apiserver: SIGTERMs {}, exit {}\n", *r.apiserver_sigterms,
                  r.apiserver_exit);
     }
     if (r.name == "shim-cancel") {
