@@ -48,6 +48,8 @@ std::optional<event_record> parse_event_record(std::string_view line) {
       r.pid = number<std::int64_t>(value).value_or(0);
     } else if (key == "cause") {
       r.cause = std::move(value.text);
+    } else if (key == "message") {
+      r.message = std::move(value.text);
     } else if (key == "inhibit_delay_max_usec") {
       r.inhibit_delay_max_usec = number<std::uint64_t>(value);
     }

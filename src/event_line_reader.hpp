@@ -22,6 +22,7 @@ struct event_record {
   std::string boot_id;  // empty: written before boot_id existed, or unreadable then
   std::int64_t pid = 0;
   std::string cause;
+  std::string message;
   std::optional<std::uint64_t> inhibit_delay_max_usec;  // ShutdownInitiated and ShutdownResumed
 };
 

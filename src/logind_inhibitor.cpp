@@ -105,9 +105,11 @@ void logind_inhibitor::owner_confirmed(const std::string& owner) {
   lock_backoff_.reset();
   retry_timer_.cancel();
   inhibit_call_.reset();
+  // The list first: logind answers in order, so kubelet's lock is known before a shutdown already
+  // under way (PreparingForShutdown) is acted on.
+  list_locks();
   if (wanted_) take_lock();
   read_properties();
-  list_locks();
 }
 
 void logind_inhibitor::take_lock() {

@@ -5,6 +5,8 @@
 namespace shim {
 namespace {
 
+constexpr std::size_t kMaxKubeletWords = 1024;
+
 std::optional<double> seconds_between(const std::optional<std::int64_t>& from,
                                       const std::optional<std::int64_t>& to) {
   if (!from || !to) return std::nullopt;
@@ -27,8 +29,14 @@ void shutdown_account::add(const event_record& r) {
   if (holder && r.monotonic_us && (!last_us_ || *r.monotonic_us > *last_us_)) {
     last_us_ = r.monotonic_us;
   }
-  if (r.event == "SignalForwarded") {
-    if (!signal_us_) signal_us_ = r.monotonic_us;
+  if (r.event == "SignalForwarded" || r.event == "SignalLeftToKubelet") {
+    if (!signal_us_) {
+      signal_us_ = r.monotonic_us;
+      signal_by_kubelet_ = r.event == "SignalLeftToKubelet";
+    }
+  } else if (r.event == "KubeletShutdown") {
+    // The shim's own words, a few hundred bytes; bounded all the same, one per boot is kept.
+    if (holder && kubelet_.empty()) kubelet_ = r.message.substr(0, kMaxKubeletWords);
   } else if (r.event == "TargetExited") {
     // Several targets: the last exit within the hold; after it, the first one.
     if (signal_us_ && (!released_us_ || !target_exit_us_)) target_exit_us_ = r.monotonic_us;
@@ -59,7 +67,10 @@ shutdown_verdict shutdown_account::verdict(bool boot_over) const {
 std::string shutdown_account::detail(bool boot_over) const {
   switch (verdict(boot_over)) {
     case shutdown_verdict::clean:
-      return "signal forwarded, the drain ran in full, then the lock was released";
+      return signal_by_kubelet_
+                 ? "kubelet sent the signal (the shim none), the drain ran in full, then the lock "
+                   "was released"
+                 : "signal forwarded, the drain ran in full, then the lock was released";
     case shutdown_verdict::cancelled:
       return *cancel_cause_;
     case shutdown_verdict::no_signal:

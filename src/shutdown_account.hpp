@@ -21,6 +21,7 @@ namespace shim {
 //   | the records of the shutdown                                      | verdict       |
 //   |------------------------------------------------------------------|---------------|
 //   | ShutdownCancelled after ShutdownInitiated                        | cancelled     |
+// SignalLeftToKubelet (kubelet's graceful node shutdown sent it) counts as SignalForwarded.
 //   | no SignalForwarded; the run's record before ShutdownInitiated is | no signal     |
 //   |   TargetExited (wrapper mode: the child ended on its own)        |               |
 //   | InhibitorReleased by the holding run, after SignalForwarded and  | clean         |
@@ -62,6 +63,10 @@ class shutdown_account {
   std::optional<double> hold() const;  // unready to the holding run's InhibitorReleased
   // Unready to the holding run's last record: how far into the hold its records go.
   std::optional<double> records_span() const;
+  // What kubelet's graceful node shutdown was expected to do (the KubeletShutdown record), when
+  // the shim saw kubelet; whether the signal counted was kubelet's (SignalLeftToKubelet).
+  const std::string& kubelet() const { return kubelet_; }
+  bool signal_by_kubelet() const { return signal_by_kubelet_; }
 
  private:
   std::string wall_;
@@ -77,6 +82,8 @@ class shutdown_account {
   bool drain_elapsed_ = false;
   std::optional<std::string> cancel_cause_;
   std::int64_t restarted_pid_ = 0;  // another run that Started while the hold was open
+  std::string kubelet_;
+  bool signal_by_kubelet_ = false;
 };
 
 }  // namespace shim

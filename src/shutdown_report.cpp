@@ -19,6 +19,8 @@ namespace {
 constexpr std::size_t kShortBootId = 8;
 constexpr std::size_t kMaxTrigger = 40;
 constexpr std::size_t kMaxDetail = 200;
+// The shim's KubeletShutdown words are about 500 bytes with the fix in them.
+constexpr std::size_t kMaxKubelet = 1024;
 
 // "--flag=value" or "--flag value", as the daemon's own flags.
 struct flag_parser {
@@ -136,8 +138,13 @@ std::string render_table(const std::vector<row>& rows) {
     out += text + '\n';
   }
   for (const row& r : rows) {
-    if (r.verdict == shutdown_verdict::clean) continue;
-    out += fmt::format("{}: {}\n", short_boot(*r.boot), one_line(r.detail, kMaxDetail));
+    if (r.verdict != shutdown_verdict::clean) {
+      out += fmt::format("{}: {}\n", short_boot(*r.boot), one_line(r.detail, kMaxDetail));
+    }
+    // What kubelet was expected to do, in full: its fix is in it.
+    if (const auto& kubelet = r.boot->last_shutdown.kubelet(); !kubelet.empty()) {
+      out += fmt::format("{}: kubelet: {}\n", short_boot(*r.boot), one_line(kubelet, kMaxKubelet));
+    }
   }
   if (any_current) out += "* this boot\n";
   return out;
@@ -166,7 +173,13 @@ std::string render_json(const std::vector<row>& rows) {
       line += ',';
       append_json_string(line, "cut_short_cause", r.cause);
     }
-    line += ',';
+    line += fmt::format(",\"signal_by\":{},", !s.unready_to_signal()  ? "null"
+                                              : s.signal_by_kubelet() ? "\"kubelet\""
+                                                                      : "\"shim\"");
+    if (!s.kubelet().empty()) {
+      append_json_string(line, "kubelet", s.kubelet());
+      line += ',';
+    }
     append_json_string(line, "detail", r.detail);
     line += "}\n";
     out += line;

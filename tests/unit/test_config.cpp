@@ -347,6 +347,18 @@ TEST(ParseFlags, LogindConfDir) {
             "--logind-conf-dir: \"\" is not an absolute path");
 }
 
+TEST(ParseFlags, KubeletFiles) {
+  const auto c = parse({"--kubelet-config=/var/lib/kubelet/config.yaml", "--static-pod-manifest",
+                        "/etc/kubernetes/manifests/kube-apiserver.yaml"});
+  EXPECT_EQ(c.kubelet_config, "/var/lib/kubelet/config.yaml");
+  EXPECT_EQ(c.static_pod_manifest, "/etc/kubernetes/manifests/kube-apiserver.yaml");
+  EXPECT_EQ(parse({}).kubelet_config, "");
+  EXPECT_EQ(usage_message({"--kubelet-config=config.yaml"}),
+            "--kubelet-config: \"config.yaml\" is not an absolute path");
+  EXPECT_EQ(usage_message({"--static-pod-manifest="}),
+            "--static-pod-manifest: \"\" is not an absolute path");
+}
+
 TEST(ParseFlags, ValueMayContainEquals) {
   EXPECT_EQ(parse({"--event-log=/tmp/a=b"}).event_log, "/tmp/a=b");
   EXPECT_EQ(parse({"--event-log", "/tmp/a=b"}).event_log, "/tmp/a=b");

@@ -95,6 +95,27 @@ TEST_F(ShutdownReport, CleanTable) {
       "3.0s  90s         clean\n");
 }
 
+// Issue 13: kubelet's graceful node shutdown sent the signal; the shim counted it. The shim's
+// words of what kubelet was expected to do (the record's message) get a line of their own.
+TEST_F(ShutdownReport, KubeletsSignalCountsAndItsExpectationIsShown) {
+  event_log_builder log;
+  const auto pfs = event_log_builder::kPfs;
+  log.start(1)
+      .add("ShutdownInitiated", 100, pfs, R"("inhibit_delay_max_usec":"90000000")")
+      .add("KubeletShutdown", 100.0001, pfs, R"("kubelet_pid":"7","shim_signals":"false")")
+      .add("SignalLeftToKubelet", 100.002, pfs, R"("target_pid":"42")")
+      .add("TargetExited", 101.2, "pidfd", R"("target_pid":"42")")
+      .add("DrainElapsed", 103, "the drain delay has passed")
+      .add("InhibitorReleased", 103.001, pfs);
+  const auto table = run(log.text());
+  EXPECT_EQ(table.result, report::outcome::clean);
+  EXPECT_THAT(table.out, HasSubstr("clean\naaaaaaaa: kubelet: KubeletShutdown\n"));
+  const auto json = run(log.text(), true);
+  EXPECT_THAT(json.out,
+              HasSubstr(R"("verdict":"clean","signal_by":"kubelet",)"
+                        R"("kubelet":"KubeletShutdown","detail":"kubelet sent the signal)"));
+}
+
 TEST_F(ShutdownReport, CleanJson) {
   event_log_builder log;
   log.start(1).clean_shutdown(100, 1.25);
@@ -106,7 +127,7 @@ TEST_F(ShutdownReport, CleanJson) {
       R"j("wall":"2026-11-29T16:01:40.000000Z","trigger":"PrepareForShutdown(true)",)j"
       R"("unready_to_signal_seconds":0.002,"signal_to_target_exit_seconds":1.248,)"
       R"("hold_seconds":3.001,"records_span_seconds":3.001,"inhibit_delay_max_seconds":90.000,)"
-      R"("verdict":"clean",)"
+      R"("verdict":"clean","signal_by":"shim",)"
       R"("detail":"signal forwarded, the drain ran in full, then the lock was released"})"
       "\n");
 }
