@@ -19,10 +19,10 @@
 // kubelet (tests/sandbox/fake_kubelet) holds its own delay lock and, the kube-apiserver static pod
 // having no priority, SIGTERMs the apiserver itself at the very start of the shutdown. With the
 // shim attached as before (shim-gns-naive) the apiserver gets kubelet's SIGTERM and the shim's, and
-// exits at once on the second: --check wants failed requests there. With the shim given kubelet's
-// files as its systemd unit gives them by default (shim-gns: --kubelet-config and
-// --static-pod-manifest) the shim sends nothing and counts kubelet's signal as its own: --check
-// wants one SIGTERM, exit 0 and no failure.
+// exits at once on the second: --check wants failed requests there. With the node set up as
+// docs/install.md says and the shim given kubelet's files, as its unit does by default (shim-gns:
+// --kubelet-config and --static-pod-manifest), the shim sends nothing and counts kubelet's signal
+// as its own: --check wants one SIGTERM, exit 0 and no failure.
 //
 // Exit status: 0 all scenarios ran (and, with --check, met the pass criterion), 1 otherwise,
 // 2 usage, 77 cannot run here (not root, no haproxy) unless CI=true.
@@ -334,11 +334,13 @@ std::vector<std::string> kubelet_argv(const std::string& binary, const std::stri
           "--log=" + log.string()};
 }
 
-// The node's files where kubelet's graceful node shutdown is set up right for the shim: kubelet's
-// configuration with a group for priority 0, where the static pod falls, whose grace covers the
-// drain and the exit; kubeadm's kube-apiserver manifest (priorityClassName, which kubelet cannot
-// resolve for a static pod, and no `priority`) with a termination grace as long.
-// Both say what the stand-in does: SIGTERM at the start, SIGKILL after kubelet_grace_s.
+// The node's files set up as docs/install.md says ("On a node with kubelet's graceful node
+// shutdown"): kubeadm's kube-apiserver manifest (priorityClassName, which kubelet cannot resolve
+// for a static pod, and no `priority`) with a termination grace of drain + exit timeout, and
+// kubelet's configuration whose group for priority 0, where the static pod falls, is as long. The
+// system-critical group has kubelet's common 10 s: kubelet's total stays within the sandbox's
+// InhibitDelayMaxSec (drain + exit timeout + 30 s). Both files say what the stand-in does: SIGTERM
+// at the start, SIGKILL after kubelet_grace_s.
 void write_kubelet_files(const fs::path& config, const fs::path& manifest, const settings& s) {
   const long long grace = kubelet_grace_s(s);
   std::ofstream(config, std::ios::trunc) << fmt::format(
@@ -346,7 +348,9 @@ void write_kubelet_files(const fs::path& config, const fs::path& manifest, const
       "kind: KubeletConfiguration\n"
       "shutdownGracePeriodByPodPriority:\n"
       "  - priority: 0\n"
-      "    shutdownGracePeriodSeconds: {}\n",
+      "    shutdownGracePeriodSeconds: {}\n"
+      "  - priority: 2000000000\n"
+      "    shutdownGracePeriodSeconds: 10\n",
       grace);
   std::ofstream(manifest, std::ios::trunc) << fmt::format(
       "apiVersion: v1\n"
