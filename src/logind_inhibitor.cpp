@@ -5,6 +5,7 @@
 
 #include <boost/asio/post.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -269,7 +270,32 @@ void logind_inhibitor::on_properties_changed(sd_bus_message* m) {
   // absorbs any number of them.
   const char* sender = sd_bus_message_get_sender(m);
   if (logind_owner_.empty() || !sender || logind_owner_ != sender) return;
-  list_locks();
+  if (names_delay_inhibited(m)) list_locks();
+}
+
+// logind sends PropertiesChanged(DelayInhibited) for every delay lock taken or released
+// (inhibitor_start/inhibitor_stop), and the same signal for other properties too (IdleHint with
+// every session's activity): only the first is a reason to list the locks.
+bool logind_inhibitor::names_delay_inhibited(sd_bus_message* m) {
+  constexpr std::string_view kProperty = "DelayInhibited";
+  const char* interface = nullptr;
+  if (sd_bus_message_read(m, "s", &interface) < 0) return false;
+  if (sd_bus_message_enter_container(m, 'a', "{sv}") < 0) return false;
+  bool named = false;
+  while (sd_bus_message_enter_container(m, 'e', "sv") > 0) {
+    const char* name = nullptr;
+    if (sd_bus_message_read(m, "s", &name) < 0) return false;
+    named = named || kProperty == name;
+    if (sd_bus_message_skip(m, "v") < 0 || sd_bus_message_exit_container(m) < 0) return false;
+  }
+  if (sd_bus_message_exit_container(m) < 0) return false;
+  if (named) return true;
+  char** invalidated = nullptr;
+  if (sd_bus_message_read_strv(m, &invalidated) < 0) return false;
+  for (char** i = invalidated; i && *i; ++i) named = named || kProperty == *i;
+  for (char** i = invalidated; i && *i; ++i) free(*i);
+  free(invalidated);
+  return named;
 }
 
 void logind_inhibitor::list_locks() {

@@ -96,6 +96,7 @@ class logind_inhibitor {
   void on_prepare_for_shutdown(sd_bus_message* m);
   void on_owner_changed(sd_bus_message* m);
   void on_properties_changed(sd_bus_message* m);
+  static bool names_delay_inhibited(sd_bus_message* m);
   void list_locks();
   void locks_listed(result<sd_bus_message*> reply);
 

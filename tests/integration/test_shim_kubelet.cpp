@@ -349,6 +349,17 @@ TEST_F(ShimKubelet, KubeletsLockWithoutItsConfigIsAWarning) {
   const auto log = sandbox::read_text_file(s.log);
   // A WARNING, in the JSON lines the harness asks for.
   EXPECT_THAT(log, testing::HasSubstr("\"level\":\"warning\",\"msg\":\"kubelet (pid"));
+  // kubelet stops: its lock goes, and with no files given there is nothing left to say.
+  k.process->stop();
+  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  std::optional<std::string> left = line;
+  while (left && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+    if (auto r = wait_shim_answer(s, "/readyz?verbose")) {
+      left = readyz_check_line(r->body, "kubelet-shutdown");
+    }
+  }
+  EXPECT_FALSE(left) << "kubelet's lock is gone but the shim still says: " << *left;
 }
 
 // The priority fix in the manifest puts kube-apiserver in kubelet's last group: kubelet's SIGTERM
