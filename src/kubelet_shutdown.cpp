@@ -83,8 +83,9 @@ std::string plural_s(std::int64_t n) { return n == 1 ? "" : "s"; }
 }  // namespace
 
 bool is_kubelet_inhibitor(std::string_view what, std::string_view who, std::string_view why,
-                          std::string_view mode) {
-  if (who != kKubeletInhibitWho || why != kKubeletInhibitWhy || mode != "delay") return false;
+                          std::string_view mode, std::uint32_t uid) {
+  if (uid != 0 || who != kKubeletInhibitWho || why != kKubeletInhibitWhy || mode != "delay")
+    return false;
   while (!what.empty()) {
     const auto colon = what.find(':');
     if (what.substr(0, colon) == "shutdown") return true;

@@ -38,10 +38,12 @@ namespace shim {
 inline constexpr std::string_view kKubeletInhibitWho = "kubelet";
 inline constexpr std::string_view kKubeletInhibitWhy = "Kubelet needs time to handle node shutdown";
 
-// Whether one ListInhibitors entry (what, who, why, mode) is kubelet's GNS lock: a "delay" lock on
-// "shutdown" (logind lists several kinds as "shutdown:sleep") with kubelet's who and why.
+// Whether one ListInhibitors entry (what, who, why, mode, uid) is kubelet's GNS lock: a "delay"
+// lock on "shutdown" (logind lists several kinds as "shutdown:sleep") with kubelet's who and why,
+// held by root. kubelet runs as root; any user polkit lets take a delay lock could name one
+// "kubelet", and a lock taken for kubelet's would make the shim leave the signal to nobody.
 bool is_kubelet_inhibitor(std::string_view what, std::string_view who, std::string_view why,
-                          std::string_view mode);
+                          std::string_view mode, std::uint32_t uid);
 
 // One group of shutdownGracePeriodByPodPriority.
 struct kubelet_priority_group {

@@ -377,7 +377,7 @@ void shutdown_shim::read_kubelet_files() {
 void shutdown_shim::on_delay_locks(const std::vector<logind_inhibitor::listed_lock>& locks) {
   std::optional<std::uint32_t> kubelet;
   for (const auto& l : locks) {
-    if (is_kubelet_inhibitor(l.what, l.who, l.why, l.mode)) kubelet = l.pid;
+    if (is_kubelet_inhibitor(l.what, l.who, l.why, l.mode, l.uid)) kubelet = l.pid;
   }
   if (kubelet == kubelet_lock_pid_) return;
   kubelet_lock_pid_ = kubelet;

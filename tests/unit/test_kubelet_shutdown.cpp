@@ -234,13 +234,15 @@ TEST(KubeletShutdown, RefusesValuesKubeletWouldNotTakeOrWeDoNotBound) {
 
 TEST(KubeletShutdown, RecognisesKubeletsLockOnly) {
   constexpr std::string_view kWhy = "Kubelet needs time to handle node shutdown";
-  EXPECT_TRUE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "delay"));
-  EXPECT_TRUE(is_kubelet_inhibitor("sleep:shutdown", "kubelet", kWhy, "delay"));
-  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "block"));
-  EXPECT_FALSE(is_kubelet_inhibitor("sleep", "kubelet", kWhy, "delay"));
-  EXPECT_FALSE(is_kubelet_inhibitor("shutdownx", "kubelet", kWhy, "delay"));
-  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "shutdown-shim", kWhy, "delay"));
-  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", "something else", "delay"));
+  EXPECT_TRUE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "delay", 0));
+  EXPECT_TRUE(is_kubelet_inhibitor("sleep:shutdown", "kubelet", kWhy, "delay", 0));
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "block", 0));
+  EXPECT_FALSE(is_kubelet_inhibitor("sleep", "kubelet", kWhy, "delay", 0));
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdownx", "kubelet", kWhy, "delay", 0));
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "shutdown-shim", kWhy, "delay", 0));
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", "something else", "delay", 0));
+  // Only root's: another user's lock in kubelet's words is not kubelet's.
+  EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "delay", 65534));
 }
 
 TEST(KubeletShutdown, ReadsBoundedRegularFilesOnly) {
