@@ -144,6 +144,39 @@ class KubeletTest : public ShimTest {
     return r ? metric_value(r->body, name) : std::nullopt;
   }
 
+  // One node of a ShimKubelet case: the apiserver, the shim attached to it with shim_flags, then
+  // the stand-in kubelet, which takes its lock after the shim's; line: the shim's kubelet-shutdown
+  // line once it says `expect`. A step that fails is a test failure; callers stop on HasFailure().
+  struct gns_node {
+    apiserver api;
+    shim s;
+    kubelet_standin k;
+    std::string line;
+  };
+  gns_node start_gns_node(const std::vector<std::string>& shim_flags, const std::string& drain,
+                          const std::string& exit_timeout, const std::string& sigterm_delay,
+                          const std::string& grace, const std::string& expect) {
+    gns_node n;
+    n.api = start_apiserver("kube-apiserver", api_delay(kApiserverDelay));
+    if (HasFailure()) return n;
+    auto o = attach_to(n.api, drain, exit_timeout);
+    o.extra_flags = shim_flags;
+    n.s = start_shim(o);
+    if (HasFailure()) return n;
+    if (!wait_shim_lock_of(n.s)) {
+      ADD_FAILURE() << "the shim never took its lock";
+      return n;
+    }
+    n.k = start_kubelet("--target-pidfile=" + n.api.pidfile.string(), sigterm_delay, grace);
+    if (!wait_kubelet_lock(n.k)) {
+      ADD_FAILURE() << "the stand-in never took its lock";
+      return n;
+    }
+    n.line = wait_kubelet_check(n.s, expect);
+    note("kubelet-shutdown: " + n.line);
+    return n;
+  }
+
   // "FIGURES ..." with every SIGTERM the apiserver logged and kubelet's, relative to the reboot.
   void print_figures(const std::string& name, std::uint64_t t0, const apiserver& api,
                      const kubelet_standin& k) {
@@ -283,20 +316,11 @@ TEST_F(ShimKubeletWrapper, StaticPodStoppedFirstGivesTheApiserverOneSigterm) {
 // the shim sees kubelet's lock and files, sends nothing itself, and counts kubelet's signal as the
 // forwarded one. The base shim gave 2 SIGTERMs here.
 TEST_F(ShimKubelet, StaticPodStoppedFirstGivesTheApiserverOneSigterm) {
-  auto api = start_apiserver("kube-apiserver", api_delay(kApiserverDelay));
-  ASSERT_FALSE(HasFailure());
   // kubelet's first group (priority 0) has 20 s, the pod as long: no SIGKILL within 3 s + 15 s.
   const auto files = write_kubelet_files({{0, 20}, {2000000000, 5}}, std::nullopt, 20);
-  auto o = attach_to(api, kDrain, kExitTimeout);
-  o.extra_flags = files.flags();
-  auto s = start_shim(o);
+  auto [api, s, k, line] = start_gns_node(files.flags(), kDrain, kExitTimeout, kKubeletFirstGroup,
+                                          kKubeletGrace, "the shim sends no signal of its own");
   ASSERT_FALSE(HasFailure());
-  ASSERT_TRUE(wait_shim_lock_of(s));
-  auto k =
-      start_kubelet("--target-pidfile=" + api.pidfile.string(), kKubeletFirstGroup, kKubeletGrace);
-  ASSERT_TRUE(wait_kubelet_lock(k));
-  const auto line = wait_kubelet_check(s, "the shim sends no signal of its own");
-  note("kubelet-shutdown: " + line);
   EXPECT_THAT(line, testing::HasSubstr("kubelet stops kube-apiserver at +0s and kills it at +20s"));
   EXPECT_THAT(line, testing::StartsWith("[+]kubelet-shutdown ok"));
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_cuts_drain"), 0.0);
@@ -366,18 +390,10 @@ TEST_F(ShimKubelet, KubeletsLockWithoutItsConfigIsAWarning) {
 // comes after the lower groups (here 3 s, the drain). The shim signals at +0 as before, and says
 // before the shutdown that kubelet's will be a second one.
 TEST_F(ShimKubelet, PriorityInALaterGroupSignalsAtStartAndReportsTheSecondSignal) {
-  auto api = start_apiserver("kube-apiserver", api_delay(kApiserverDelay));
-  ASSERT_FALSE(HasFailure());
   const auto files = write_kubelet_files({{0, 3}, {2000000000, 20}}, 2000001000, 20);
-  auto o = attach_to(api, kDrain, kExitTimeout);
-  o.extra_flags = files.flags();
-  auto s = start_shim(o);
+  auto [api, s, k, line] = start_gns_node(files.flags(), kDrain, kExitTimeout, kDrain,
+                                          kKubeletGrace, "will be a second one");
   ASSERT_FALSE(HasFailure());
-  ASSERT_TRUE(wait_shim_lock_of(s));
-  auto k = start_kubelet("--target-pidfile=" + api.pidfile.string(), kDrain, kKubeletGrace);
-  ASSERT_TRUE(wait_kubelet_lock(k));
-  const auto line = wait_kubelet_check(s, "will be a second one");
-  note("kubelet-shutdown: " + line);
   EXPECT_THAT(line, testing::HasSubstr("between +0s and +3s"));
   EXPECT_THAT(line, testing::HasSubstr("remove the static pod's priority"));
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_second_signal"), 1.0);
@@ -406,18 +422,10 @@ TEST_F(ShimKubelet, PriorityInALaterGroupSignalsAtStartAndReportsTheSecondSignal
 // drain): reported before the shutdown in ?verbose, the metric and a WARNING, and the event log
 // shows it afterwards. Scaled down from the 10 s kill of a 70 s drain: 2 s of a 4 s one.
 TEST_F(ShimKubelet, ASigkillBeforeTheDrainIsReportedBeforeTheShutdown) {
-  auto api = start_apiserver("kube-apiserver", api_delay(kApiserverDelay));
-  ASSERT_FALSE(HasFailure());
   const auto files = write_kubelet_files({{0, 2}, {2000000000, 5}}, std::nullopt, 30);
-  auto o = attach_to(api, "4s", "2s");
-  o.extra_flags = files.flags();
-  auto s = start_shim(o);
+  auto [api, s, k, line] =
+      start_gns_node(files.flags(), "4s", "2s", kKubeletFirstGroup, "2s", "cuts the drain");
   ASSERT_FALSE(HasFailure());
-  ASSERT_TRUE(wait_shim_lock_of(s));
-  auto k = start_kubelet("--target-pidfile=" + api.pidfile.string(), kKubeletFirstGroup, "2s");
-  ASSERT_TRUE(wait_kubelet_lock(k));
-  const auto line = wait_kubelet_check(s, "cuts the drain");
-  note("kubelet-shutdown: " + line);
   EXPECT_THAT(line, testing::HasSubstr("cuts the drain from 4s to 2s"));
   EXPECT_THAT(line, testing::HasSubstr("shutdownGracePeriodSeconds of at least 6"));
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_cuts_drain"), 1.0);

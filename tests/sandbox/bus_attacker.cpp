@@ -19,14 +19,15 @@
 #include <string>
 #include <string_view>
 
+#include "bus_names.hpp"
 #include "node_sandbox.hpp"
 #include "private_bus.hpp"
 
 namespace {
 
-constexpr const char* kDriver = "org.freedesktop.DBus";
-constexpr const char* kDriverPath = "/org/freedesktop/DBus";
-constexpr const char* kLogin1 = "org.freedesktop.login1";
+using sandbox::kBusDriver;
+using sandbox::kBusDriverPath;
+using sandbox::kLogin1;
 
 struct options {
   std::string address;
@@ -55,7 +56,7 @@ std::optional<options> parse(int argc, char** argv) {
 // The unique name of the connection that PID opened, found the way any user can: ListNames, then
 // GetConnectionUnixProcessID of each unique name.
 std::string connection_of(sandbox::private_bus& bus, pid_t pid) {
-  auto reply = bus.call(kDriver, kDriverPath, kDriver, "ListNames", "");
+  auto reply = bus.call(kBusDriver, kBusDriverPath, kBusDriver, "ListNames", "");
   std::vector<std::string> names;
   sd_bus_message_enter_container(reply.get(), 'a', "s");
   const char* name = nullptr;
@@ -64,8 +65,8 @@ std::string connection_of(sandbox::private_bus& bus, pid_t pid) {
   }
   for (const auto& n : names) {
     try {
-      auto r =
-          bus.call(kDriver, kDriverPath, kDriver, "GetConnectionUnixProcessID", "s", n.c_str());
+      auto r = bus.call(kBusDriver, kBusDriverPath, kBusDriver, "GetConnectionUnixProcessID", "s",
+                        n.c_str());
       std::uint32_t p = 0;
       if (sd_bus_message_read(r.get(), "u", &p) >= 0 && static_cast<pid_t>(p) == pid) return n;
     } catch (const sandbox::bus_error&) {
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
 
     // The policy in force must be a real one: owning login1 is root's privilege there.
     try {
-      bus.call(kDriver, kDriverPath, kDriver, "RequestName", "su", kLogin1, 0u);
+      bus.call(kBusDriver, kBusDriverPath, kBusDriver, "RequestName", "su", kLogin1, 0u);
       fmt::print(stderr, "bus_attacker: the bus let an unprivileged user own {}\n", kLogin1);
       return 3;
     } catch (const sandbox::bus_error& e) {
@@ -132,7 +133,7 @@ int main(int argc, char** argv) {
     }
     fmt::print("logind is {}, the shim (pid {}) is {}\n", logind, opts->shim_pid, shim);
 
-    send_signal(bus, shim.c_str(), kDriverPath, kDriver, "NameOwnerChanged", "sss", kLogin1,
+    send_signal(bus, shim.c_str(), kBusDriverPath, kBusDriver, "NameOwnerChanged", "sss", kLogin1,
                 logind.c_str(), me.c_str());
     if (opts->prepare_for_shutdown) {
       for (const char* destination : {shim.c_str(), static_cast<const char*>(nullptr)}) {
@@ -141,7 +142,7 @@ int main(int argc, char** argv) {
       }
     }
     // The bus driver answers in order: once this returns, every signal above has been routed.
-    bus.call(kDriver, kDriverPath, kDriver, "GetId", "");
+    bus.call(kBusDriver, kBusDriverPath, kBusDriver, "GetId", "");
     fmt::print("done\n");
     return 0;
   } catch (const std::exception& e) {

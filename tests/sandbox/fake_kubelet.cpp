@@ -45,6 +45,7 @@
 #include <string_view>
 #include <thread>
 
+#include "bus_names.hpp"
 #include "config.hpp"
 #include "node_sandbox.hpp"
 #include "private_bus.hpp"
@@ -54,12 +55,12 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kLogin1 = "org.freedesktop.login1";
-constexpr const char* kLogin1Path = "/org/freedesktop/login1";
-constexpr const char* kLogin1Manager = "org.freedesktop.login1.Manager";
-constexpr const char* kSystemd1 = "org.freedesktop.systemd1";
-constexpr const char* kSystemd1Path = "/org/freedesktop/systemd1";
-constexpr const char* kSystemd1Manager = "org.freedesktop.systemd1.Manager";
+using sandbox::kLogin1;
+using sandbox::kLogin1Manager;
+using sandbox::kLogin1Path;
+using sandbox::kSystemd1;
+using sandbox::kSystemd1Manager;
+using sandbox::kSystemd1Path;
 // kubelet's InhibitShutdown() (pkg/kubelet/nodeshutdown/systemd/inhibit_linux.go).
 constexpr const char* kWhat = "shutdown";
 constexpr const char* kWho = "kubelet";

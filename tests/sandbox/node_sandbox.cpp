@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "bus_names.hpp"
+
 extern char** environ;
 
 #ifndef SANDBOX_FAKE_MANAGER_PATH
@@ -37,11 +39,6 @@ namespace sandbox {
 
 namespace {
 
-constexpr const char* kLogin1 = "org.freedesktop.login1";
-constexpr const char* kLogin1Path = "/org/freedesktop/login1";
-constexpr const char* kLogin1Manager = "org.freedesktop.login1.Manager";
-constexpr const char* kSystemd1 = "org.freedesktop.systemd1";
-constexpr const char* kSystemd1Path = "/org/freedesktop/systemd1";
 constexpr const char* kTestInterface = "org.shutdownshim.Test1";
 
 std::string env_or(const char* name, const char* fallback) {
