@@ -29,9 +29,11 @@ namespace {
 
 // Every detail shown in /readyz?verbose and STATUS= goes through one_line(): a D-Bus error text
 // can span lines, and one line per check is the format. The longest the shim writes itself, the
-// logind delay warning, is 220 bytes; with --ensure-inhibit-delay's outcome (a path, or a D-Bus
-// error) it may run past the cap, and is cut there.
-constexpr std::size_t kMaxCheckDetail = 512;
+// kubelet-shutdown line with a second signal, a cut and a 99-kubelet.conf that disagrees, is 947
+// bytes with every number at its bound (KubeletOutlook.TheLongestLineIsNotCut); a file's parse
+// error or --ensure-inhibit-delay's outcome (a path, or a D-Bus error) may run past the cap, and is
+// cut there.
+constexpr std::size_t kMaxCheckDetail = 1024;
 // STATUS= as a whole: the drain or readiness, then each failed check.
 constexpr std::size_t kMaxStatusLine = 1024;
 

@@ -4,11 +4,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "kubelet_outlook.hpp"
 #include "log_test_support.hpp"
+#include "shim_status.hpp"
 
 namespace shim {
 namespace {
@@ -182,6 +184,31 @@ TEST(KubeletOutlook, Kubelets99ConfIsReadFromLogindsDropinDirectory) {
   std::ofstream(std::filesystem::path(dir.path()) / "99-kubelet.conf")
       << "# Kubelet logind override\n[Login]\nInhibitDelayMaxSec=45\n";
   EXPECT_EQ(kubelet_dropin_usec(dir.path()), 45'000'000u);
+}
+
+// /readyz?verbose shows a check's line up to a cap: the longest line the shim writes of kubelet,
+// with every number at its bound, must fit whole (its end is the fix).
+TEST(KubeletOutlook, TheLongestLineIsNotCut) {
+  std::vector<kubelet_priority_group> g;
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(kMaxKubeletPriorityGroups) - 1; ++i) {
+    g.push_back({i, i == 0 ? kMaxKubeletGraceSeconds : 0});
+  }
+  g.push_back({kSystemCriticalPriority, kMaxKubeletGraceSeconds});
+  shim_status status;
+  status.kubelet = kubelet_outlook(mode(false));
+  status.kubelet.set_files(config_read::success(groups(g)),
+                           manifest_read::success(pod(kSystemNodeCriticalPriority, 30)),
+                           150'000'000);
+  status.kubelet.set_lock(4'194'304);
+  const std::string full = status.kubelet.summary();
+  EXPECT_THAT(full, HasSubstr("will be a second one"));
+  EXPECT_THAT(full, HasSubstr("cuts"));
+  EXPECT_THAT(full, testing::EndsWith("is it the file kubelet runs with?"));
+  const auto checks = status.checks();
+  const auto it = std::find_if(checks.begin(), checks.end(),
+                               [](const auto& c) { return c.name == "kubelet-shutdown"; });
+  ASSERT_NE(it, checks.end());
+  EXPECT_EQ(it->detail, full) << full.size() << " bytes";
 }
 
 TEST(KubeletOutlook, KubeletsFilesAreReadWithTheFlagNamedInEachFailure) {
