@@ -155,12 +155,14 @@ class KubeletTest : public ShimTest {
   };
   gns_node start_gns_node(const std::vector<std::string>& shim_flags, const std::string& drain,
                           const std::string& exit_timeout, const std::string& sigterm_delay,
-                          const std::string& grace, const std::string& expect) {
+                          const std::string& grace, const std::string& expect,
+                          const std::string& forward_on_sigterm = "auto") {
     gns_node n;
     n.api = start_apiserver("kube-apiserver", api_delay(kApiserverDelay));
     if (HasFailure()) return n;
     auto o = attach_to(n.api, drain, exit_timeout);
     o.extra_flags = shim_flags;
+    o.forward_on_sigterm = forward_on_sigterm;
     n.s = start_shim(o);
     if (HasFailure()) return n;
     if (!wait_shim_lock_of(n.s)) {
@@ -349,6 +351,38 @@ TEST_F(ShimKubelet, StaticPodStoppedFirstGivesTheApiserverOneSigterm) {
   const auto released = s.first_event("InhibitorReleased");
   ASSERT_TRUE(released);
   EXPECT_GE(released->monotonic_us, t0 + 3'000'000u);
+}
+
+// Sidecar mode: the shim is a container of kube-apiserver's static pod, so kubelet's stop reaches
+// both containers at once (the manifest's --forward-on-sigterm=never keeps the shim's own SIGTERM
+// from becoming a second signal). The apiserver gets kubelet's SIGTERM only, and the shim holds
+// the reboot until it has exited, then exits itself.
+TEST_F(ShimKubelet, SidecarStoppedWithItsPodHoldsAndSendsNothing) {
+  const auto files = write_kubelet_files({{0, 20}, {2000000000, 5}}, std::nullopt, 20);
+  auto [api, s, k, line] =
+      start_gns_node(files.flags(), kDrain, kExitTimeout, kKubeletFirstGroup, kKubeletGrace,
+                     "the shim sends no signal of its own", "never");
+  ASSERT_FALSE(HasFailure());
+
+  const auto t0 = sb().reboot();
+  // The runtime stops the pod's other container, the shim, as it stops kube-apiserver.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  s.process->signal(SIGTERM);
+  const auto start = sb().wait_for_start_unit("reboot.target", kEventTimeout, t0);
+  ASSERT_TRUE(api.process->wait_for_exit(kEventTimeout)) << "the apiserver never exited";
+  print_figures("gns_sidecar", t0, api, k);
+  EXPECT_TRUE(start) << "no StartUnit(reboot.target)";
+  EXPECT_EQ(api.signals().size(), 1u) << "kubelet's SIGTERM only";
+  ASSERT_FALSE(api.lifecycle().empty());
+  EXPECT_EQ(api.lifecycle().back().detail, "0");
+  EXPECT_EQ(s.count_events("SignalForwarded"), 0u);
+  EXPECT_EQ(s.count_events("SignalLeftToKubelet"), 1u);
+  // The shim's own SIGTERM did not cut the hold: released once the apiserver had exited.
+  const auto released = s.first_event("InhibitorReleased");
+  ASSERT_TRUE(released);
+  ASSERT_TRUE(api.lifecycle_at("EXIT"));
+  EXPECT_GE(released->monotonic_us, *api.lifecycle_at("EXIT"));
+  EXPECT_TRUE(s.process->wait_for_exit(kEventTimeout)) << "the stopped shim never exited";
 }
 
 // Without kubelet's files the shim cannot tell, keeps signalling at +0 and says why, with the fix.
