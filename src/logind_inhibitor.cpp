@@ -5,7 +5,6 @@
 
 #include <boost/asio/post.hpp>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -290,11 +289,10 @@ bool logind_inhibitor::names_delay_inhibited(sd_bus_message* m) {
   }
   if (sd_bus_message_exit_container(m) < 0) return false;
   if (named) return true;
-  char** invalidated = nullptr;
-  if (sd_bus_message_read_strv(m, &invalidated) < 0) return false;
-  for (char** i = invalidated; i && *i; ++i) named = named || kProperty == *i;
-  for (char** i = invalidated; i && *i; ++i) free(*i);
-  free(invalidated);
+  // The invalidated names, read in place (sd_bus_message_read_strv would copy them).
+  if (sd_bus_message_enter_container(m, 'a', "s") < 0) return false;
+  const char* name = nullptr;
+  while (sd_bus_message_read(m, "s", &name) > 0) named = named || kProperty == name;
   return named;
 }
 
