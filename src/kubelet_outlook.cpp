@@ -126,9 +126,11 @@ std::string kubelet_outlook::summary() const {
   const auto requested =
       std::chrono::duration_cast<std::chrono::microseconds>(active_plan_->period_requested).count();
   if (dropin_usec_ && *dropin_usec_ != static_cast<std::uint64_t>(requested)) {
+    // Only a hint: kubelet rewrites the file only when logind's value is too short for it, so an
+    // earlier config's value may linger there.
     text += fmt::format(
-        "; 99-kubelet.conf asks logind for {}, --kubelet-config for {}: is it the file kubelet "
-        "runs with?",
+        "; 99-kubelet.conf asks logind for {}, --kubelet-config adds up to {}: is it the file "
+        "kubelet runs with?",
         describe_usec(*dropin_usec_), format_duration(active_plan_->period_requested));
   }
   return text;

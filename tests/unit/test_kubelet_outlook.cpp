@@ -166,8 +166,8 @@ TEST(KubeletOutlook, A99KubeletConfThatDisagreesWithTheConfigIsPointedOut) {
   o.set_files(config_read::success(groups({{0, 150}})), manifest_read::success(pod(std::nullopt)),
               30'000'000);
   o.set_lock(812);
-  EXPECT_THAT(o.summary(), HasSubstr("99-kubelet.conf asks logind for 30s, --kubelet-config for "
-                                     "2m30s: is it the file kubelet runs with?"));
+  EXPECT_THAT(o.summary(), HasSubstr("99-kubelet.conf asks logind for 30s, --kubelet-config adds "
+                                     "up to 2m30s: is it the file kubelet runs with?"));
 }
 
 TEST(KubeletOutlook, KubeletsLockGoingAwayEndsThePolicy) {
