@@ -29,7 +29,7 @@ namespace {
 
 // Every detail shown in /readyz?verbose and STATUS= goes through one_line(): a D-Bus error text
 // can span lines, and one line per check is the format. The longest the shim writes itself, the
-// kubelet-shutdown line with a second signal, a cut and a 99-kubelet.conf that disagrees, is 947
+// kubelet-shutdown line with a second signal, a cut and a 99-kubelet.conf that disagrees, is 927
 // bytes with every number at its bound (KubeletOutlook.TheLongestLineIsNotCut); a file's parse
 // error or --ensure-inhibit-delay's outcome (a path, or a D-Bus error) may run past the cap, and is
 // cut there.

@@ -459,7 +459,7 @@ TEST(ShimStatus, MultiLineErrorTextsAreShownOnOneLine) {
                             "draining, reboot on hold: PrepareForShutdown(true) from :1.3 second"));
 
   // And capped: a detail of any length is cut, on a UTF-8 boundary, ending in "...". 1 KiB: the
-  // kubelet-shutdown line runs to 947 bytes (KubeletOutlook.TheLongestLineIsNotCut).
+  // kubelet-shutdown line runs to 927 bytes (KubeletOutlook.TheLongestLineIsNotCut).
   s.inhibitor = state::retrying;
   s.inhibitor_detail = std::string(100'000, 'x');
   for (const auto& c : s.checks()) EXPECT_LE(c.detail.size(), 1024u) << c.name;
