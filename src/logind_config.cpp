@@ -382,7 +382,7 @@ inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
   return plan;
 }
 
-void write_file_atomically(const fs::path& file, std::string_view content) {
+void write_file_atomically(const fs::path& file, std::string_view content, durability survives) {
   const fs::path dir = file.parent_path();
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -402,7 +402,7 @@ void write_file_atomically(const fs::path& file, std::string_view content) {
       rest.remove_prefix(static_cast<std::size_t>(n));
     }
     check_libc(::fchmod(fd.get(), 0644), "chmod " + temp);
-    check_libc(::fsync(fd.get()), "fsync " + temp);
+    if (survives == durability::power_loss) check_libc(::fsync(fd.get()), "fsync " + temp);
     fd.reset();
     check_libc(::rename(temp.c_str(), file.c_str()), "rename " + temp + " to " + file.string());
   } catch (...) {
@@ -410,6 +410,7 @@ void write_file_atomically(const fs::path& file, std::string_view content) {
     throw;
   }
   // The rename itself must survive a crash, or logind could read the old file after the reboot.
+  if (survives == durability::process_crash) return;
   unique_fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd) throw_errno(errno, "open " + dir.string());
   check_libc(::fsync(dir_fd.get()), "fsync " + dir.string());

@@ -92,8 +92,12 @@ struct inhibit_delay_plan {
 inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
                                       std::chrono::nanoseconds hold);
 
-// Creates the directory if needed and replaces the file atomically (temp file, fsync, rename,
-// fsync of the directory), mode 0644. Throws std::system_error naming the path.
-void write_file_atomically(const std::filesystem::path& file, std::string_view content);
+// Creates the directory if needed and replaces the file atomically (temp file, rename), mode 0644.
+// Throws std::system_error naming the path. power_loss: the file and the rename are fsync'ed, so
+// the new content survives a crash of the machine; process_crash: only a crash of the process
+// (readers see the old or the new file, whole), without the fsyncs' wait.
+enum class durability { power_loss, process_crash };
+void write_file_atomically(const std::filesystem::path& file, std::string_view content,
+                           durability survives = durability::power_loss);
 
 }  // namespace shim
