@@ -52,7 +52,8 @@ class kubelet_outlook {
 
   // Anything to say: kubelet's lock is listed, or a file was given.
   bool applies() const { return lock_pid_ || settings_.config_given || settings_.manifest_given; }
-  bool lock_listed() const { return lock_pid_.has_value(); }
+  // The pid holding kubelet's lock, as logind last listed it; none when it is not listed.
+  const std::optional<std::uint32_t>& lock_pid() const { return lock_pid_; }
   // kubelet's stop of kube-apiserver, when its lock is listed and its config known.
   const std::optional<kubelet_stop_plan>& plan() const { return active_plan_; }
 

@@ -379,8 +379,7 @@ void shutdown_shim::on_delay_locks(const std::vector<logind_inhibitor::listed_lo
   for (const auto& l : locks) {
     if (is_kubelet_inhibitor(l.what, l.who, l.why, l.mode, l.uid)) kubelet = l.pid;
   }
-  if (kubelet == kubelet_lock_pid_) return;
-  kubelet_lock_pid_ = kubelet;
+  if (kubelet == status_.kubelet.lock_pid()) return;
   if (kubelet) read_kubelet_files();
   status_.kubelet.set_lock(kubelet);
   kubelet_changed();

@@ -163,9 +163,8 @@ class shutdown_shim {
   std::chrono::microseconds watchdog_period_{0};
   backoff target_backoff_{std::chrono::milliseconds(100), std::chrono::seconds(5)};
   std::unique_ptr<upstream_probe> upstream_;
-  std::string upstream_problem_;                   // the file problem last warned about
-  std::optional<std::uint32_t> kubelet_lock_pid_;  // kubelet's lock, as logind last listed it
-  std::string kubelet_said_;                       // the kubelet summary last logged
+  std::string upstream_problem_;  // the file problem last warned about
+  std::string kubelet_said_;      // the kubelet summary last logged
   bool ready_notified_ = false;
   bool exit_pending_ = false;
   std::optional<shim_outcome> outcome_;
