@@ -8,6 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "event_line_reader.hpp"
+#include "shutdown_history.hpp"
+
 namespace shim::test {
 
 inline constexpr std::string_view kBootA = "aaaaaaaa111111112222222233333333";
@@ -73,5 +76,14 @@ class event_log_builder {
   std::int64_t boottime_offset_us_ = 2'000'000;
   std::int64_t pid_ = 100;
 };
+
+// Streams a hand-made log into history as the report and the daemon stream a file; returns the
+// lines skipped (torn, not records).
+inline std::uint64_t feed(shutdown_history& history, const std::string& log) {
+  event_line_reader reader({.record = [&](const event_record& r) { history.add(r); }});
+  reader.feed(log);
+  reader.finish();
+  return reader.skipped_lines();
+}
 
 }  // namespace shim::test

@@ -9,7 +9,6 @@
 #include <fstream>
 #include <string>
 
-#include "event_line_reader.hpp"
 #include "event_log_builder.hpp"
 #include "previous_shutdown.hpp"
 #include "readiness_server.hpp"
@@ -27,9 +26,7 @@ using testing::HasSubstr;
 std::optional<previous_shutdown> previous_of(const std::string& log, std::string_view running) {
   // As previous_shutdown::read() keeps them: the two last boots that had a shutdown.
   shutdown_history history(2, std::string(running));
-  event_line_reader reader({.record = [&](const event_record& r) { history.add(r); }});
-  reader.feed(log);
-  reader.finish();
+  test::feed(history, log);
   return previous_shutdown::latest(history.boots());
 }
 

@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "event_line_reader.hpp"
 #include "event_log_builder.hpp"
 #include "log_test_support.hpp"
 #include "shutdown_history.hpp"
@@ -33,10 +32,8 @@ struct classified {
 classified classify(const std::string& log, std::size_t keep = 10,
                     std::string_view running = kRunningBoot) {
   shutdown_history history(keep, std::string(running));
-  event_line_reader reader({.record = [&](const event_record& r) { history.add(r); }});
-  reader.feed(log);
-  reader.finish();
-  return {history.boots(), reader.skipped_lines()};
+  const auto skipped = test::feed(history, log);
+  return {history.boots(), skipped};
 }
 
 shutdown_verdict only_verdict(const std::string& log) {
