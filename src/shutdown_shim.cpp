@@ -158,8 +158,11 @@ void shutdown_shim::start() {
   // target already running counts before the lock is taken and READY=1 is sent (ShimNotify).
   if (attach_target()) watch_for_target();
   if (cfg_.upstream.enabled()) start_upstream();
-  read_kubelet_files();
-  kubelet_changed();
+  // Without the flags there is nothing to read until kubelet's lock shows (on_delay_locks).
+  if (!cfg_.kubelet_config.empty() || !cfg_.static_pod_manifest.empty()) {
+    read_kubelet_files();
+    kubelet_changed();
+  }
 
   if (cfg_.inhibit == inhibit_mode::off) {
     start_child();
