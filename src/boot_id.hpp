@@ -4,8 +4,8 @@
 
 namespace shim {
 
-// This boot's id as 32 lowercase hex digits (sd_id128_get_boot, which reads
-// /proc/sys/kernel/random/boot_id), the form the journal's _BOOT_ID uses; empty if unreadable.
+// This boot's id as 32 lowercase hex digits, read from /proc/sys/kernel/random/boot_id: the form
+// the journal's _BOOT_ID uses; empty if unreadable.
 //
 // There is deliberately no switch to override it: the tests give a process another boot by
 // bind-mounting a file over /proc/sys/kernel/random/boot_id in a mount namespace of their own

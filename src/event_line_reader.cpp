@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "flat_json.hpp"
-#include "unique_fd.hpp"
+#include "small_file.hpp"
 
 namespace shim {
 namespace {
@@ -105,12 +105,11 @@ void event_line_reader::line(std::string_view text) {
 }
 
 result<bool> event_line_reader::read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) {
-    if (errno == ENOENT) return result<bool>::success(false);
-    return result<bool>::failure(path + ": " + std::generic_category().message(errno));
-  }
-  unique_fd file(fd);
+  // A FIFO or /dev/zero at the path once kept `report` waiting for ever (issue 18, item 4).
+  auto opened = open_regular_file_if_exists(path);
+  if (!opened) return result<bool>::failure(opened.error());
+  if (!opened.value()) return result<bool>::success(false);
+  const int fd = opened.value()->get();
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   const auto buffer = std::make_unique<char[]>(kReadChunk);
   for (;;) {

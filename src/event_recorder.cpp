@@ -16,29 +16,17 @@
 
 #include "boot_id.hpp"
 #include "errno_error.hpp"
+#include "small_file.hpp"
 
 namespace shim {
 namespace {
-
-// What a path is when it is not a regular file, for the refusal.
-constexpr std::array<std::pair<mode_t, std::string_view>, 6> kFileTypeNames{{
-    {S_IFIFO, "a FIFO"},
-    {S_IFSOCK, "a socket"},
-    {S_IFCHR, "a character device"},
-    {S_IFBLK, "a block device"},
-    {S_IFDIR, "a directory"},
-    {S_IFLNK, "a symbolic link"},
-}};
 
 constexpr std::array<std::string_view, 8> kReservedEventKeys{
     "event", "wall", "monotonic_us", "boottime_us", "boot_id", "pid", "cause", "message"};
 
 [[noreturn]] void refuse_not_regular(const std::string& path, mode_t mode) {
-  std::string_view type = "not a regular file";
-  for (const auto& [bits, name] : kFileTypeNames) {
-    if ((mode & S_IFMT) == bits) type = name;
-  }
-  throw std::runtime_error(fmt::format("--event-log {}: {}, not a regular file", path, type));
+  throw std::runtime_error(
+      fmt::format("--event-log {}: {}, not a regular file", path, file_type_name(mode)));
 }
 
 // Only a regular file: a FIFO's reader could stall every write, and the loop with it. O_NONBLOCK

@@ -1,20 +1,15 @@
 #include "kubelet_shutdown.hpp"
 
-#include <fcntl.h>
 #include <fmt/core.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 
 #include "config.hpp"
 #include "logind_config.hpp"
-#include "unique_fd.hpp"
+#include "small_file.hpp"
 #include "yaml_subset.hpp"
 
 namespace shim {
@@ -247,35 +242,9 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
   return R::success(std::move(p));
 }
 
-result<std::string> read_bounded_file(const std::filesystem::path& path, std::size_t max_bytes) {
-  using R = result<std::string>;
-  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (!fd) return R::failure(fmt::format("{}: {}", path.string(), std::strerror(errno)));
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0) {
-    return R::failure(fmt::format("{}: {}", path.string(), std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) return R::failure(fmt::format("{}: not a regular file", path.string()));
-  // Read one byte past the limit, so that a file that grew since fstat is refused too.
-  std::string content(max_bytes + 1, '\0');
-  std::size_t got = 0;
-  while (got < content.size()) {
-    const ssize_t n = ::read(fd.get(), content.data() + got, content.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return R::failure(fmt::format("{}: {}", path.string(), std::strerror(errno)));
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  if (got > max_bytes) {
-    return R::failure(fmt::format("{}: larger than {} bytes: refused", path.string(), max_bytes));
-  }
-  content.resize(got);
-  return R::success(std::move(content));
-}
-
 std::optional<std::uint64_t> kubelet_dropin_usec(const std::filesystem::path& conf_dir) {
   const auto file = conf_dir / kKubeletDropinName;
-  auto text = read_bounded_file(file);
+  auto text = read_small_file(file, kMaxLogindConfBytes);
   if (!text) return std::nullopt;
   std::optional<std::uint64_t> usec;
   for (const auto& s : inhibit_delay_settings(file, text.value())) usec = s.usec;
@@ -289,7 +258,7 @@ template <typename T>
 result<T> read_kubelet_file(const std::string& path, std::string_view flag,
                             result<T> (*parse)(std::string_view)) {
   if (path.empty()) return result<T>::success({});
-  auto text = read_bounded_file(path);
+  auto text = read_small_file(path, kMaxKubeletFileBytes);
   auto parsed = text ? parse(text.value()) : result<T>::failure(text.error());
   if (parsed) return parsed;
   return result<T>::failure(fmt::format("{}={}: {}", flag, path, parsed.error()));

@@ -128,8 +128,4 @@ struct kubelet_files {
 kubelet_files read_kubelet_files(const std::string& config_path, const std::string& manifest_path,
                                  const std::filesystem::path& logind_conf_dir);
 
-// A file's content, refused beyond max_bytes (and when it is not a regular file).
-result<std::string> read_bounded_file(const std::filesystem::path& path,
-                                      std::size_t max_bytes = kMaxKubeletFileBytes);
-
 }  // namespace shim

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <system_error>
@@ -16,6 +15,7 @@
 #include "config.hpp"
 #include "errno_error.hpp"
 #include "saturating.hpp"
+#include "small_file.hpp"
 #include "unique_fd.hpp"
 
 namespace shim {
@@ -120,27 +120,6 @@ std::size_t extract_multiplier(std::string_view s, std::size_t i, std::uint64_t&
     }
   }
   return i;
-}
-
-// Returns the file's text; nullopt if it does not exist. Throws std::system_error otherwise.
-std::optional<std::string> read_if_exists(const fs::path& path) {
-  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT || errno == ENOTDIR) return std::nullopt;
-    throw_errno(errno, "read " + path.string());
-  }
-  std::string text;
-  std::array<char, 4096> buf{};
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw_errno(errno, "read " + path.string());
-    }
-    if (n == 0) break;
-    text.append(buf.data(), static_cast<std::size_t>(n));
-  }
-  return text;
 }
 
 // The drop-in holds whole seconds, and logind must never wait less than the shim means: a value
@@ -263,14 +242,11 @@ logind_conf_scan scan_logind_conf(const logind_conf_paths& paths,
                                   std::optional<std::uint64_t> shim_usec) {
   logind_conf_scan scan;
   auto add_file = [&](const fs::path& file) {
-    try {
-      if (auto text = read_if_exists(file)) {
-        auto settings = inhibit_delay_settings(file, *text);
-        scan.settings.insert(scan.settings.end(), settings.begin(), settings.end());
-      }
-    } catch (const std::system_error& e) {
-      scan.errors.push_back(e.what());
-    }
+    const auto text = read_small_file_if_exists(file, kMaxLogindConfBytes);
+    if (!text) return scan.errors.push_back("read " + text.error());
+    if (!text.value()) return;
+    auto settings = inhibit_delay_settings(file, *text.value());
+    scan.settings.insert(scan.settings.end(), settings.begin(), settings.end());
   };
 
   add_file(paths.main_file);

@@ -1,31 +1,20 @@
 #include "process_metrics.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <charconv>
 #include <filesystem>
 #include <limits>
 #include <vector>
 
-#include "unique_fd.hpp"
+#include "small_file.hpp"
 
 namespace shim {
 namespace {
 
-// /proc/self/stat is about 300 bytes, /proc/self/limits 1.3 KiB; /proc/stat grows with the CPUs
-// (about 150 bytes each), so it is read whole, whatever its size.
+// /proc/self/stat is about 300 bytes, /proc/self/limits 1.3 KiB; /proc/stat grows with the CPUs.
 std::optional<std::string> read_proc_file(const char* path) {
-  unique_fd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  std::string text;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0) return std::nullopt;
-    if (n == 0) return text;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
+  auto text = read_small_file(path, kMaxProcFileBytes);
+  if (!text) return std::nullopt;
+  return std::move(text.value());
 }
 
 std::optional<std::uint64_t> parse_number(std::string_view word) {

@@ -23,7 +23,9 @@ class result {
 
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
-  const T& value() const { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  // For a value that is moved out (a unique_fd, a large string).
+  T& value() & { return std::get<0>(v_); }
   const std::string& error() const { return std::get<1>(v_); }
 
  private:

@@ -195,9 +195,11 @@ shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
   if (armed_) out.push_back(make(kind::cancel_timer));
   armed_.reset();
   out.push_back(make(kind::retake_inhibitor));
-  if (!signal_sent_ || signal_missed_) {
+  // Without a target nothing was ever signalled, whatever signal_sent_ says (issue 18, item 7).
+  if (!signal_sent_ || signal_missed_ || !settings_.has_target) {
     phase_ = phase::idle;
-    out.push_back(make(kind::become_ready, signal_sent_
+    out.push_back(make(kind::become_ready, !settings_.has_target ? "shutdown cancelled; no target"
+                                           : signal_sent_
                                                ? "shutdown cancelled; no target had the signal"
                                                : "shutdown cancelled before the signal"));
   } else if (settings_.wrapper) {

@@ -40,8 +40,8 @@ namespace shim {
 //                                    DrainElapsed, release_inhibitor
 //                                    [, exit]; released
 //   holding      cancel           -> ShutdownCancelled, retake_inhibitor, then: nothing signalled
-//                                    -> become_ready, idle; signalled -> watch_target (wrapper:
-//                                    exit with the child), awaiting_target
+//                                    (or no target at all) -> become_ready, idle; signalled ->
+//                                    watch_target (wrapper: exit with the child), awaiting_target
 //   released     cancel           -> as holding (a logind that forgot the shutdown says so too)
 //   released     trigger (signal) -> exit
 //   awaiting     target_running   -> become_ready; idle

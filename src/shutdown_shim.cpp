@@ -8,12 +8,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <string_view>
 #include <vector>
 
 #include "boot_id.hpp"
+#include "small_file.hpp"
 
 namespace shim {
 
@@ -60,9 +60,11 @@ constexpr int kOwnSignals[] = {SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
 
 // A process's name for the target check's lines ("kube-apiserver"); empty when it is gone.
 std::string process_name(pid_t pid) {
-  std::string name;
-  std::getline(std::ifstream(fmt::format("/proc/{}/comm", pid)), name);
-  return name;
+  auto comm = read_small_file(fmt::format("/proc/{}/comm", pid), kMaxProcFileBytes);
+  if (!comm) return {};
+  std::string& name = comm.value();
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return std::move(name);
 }
 
 // A wrapped child's exit code (the shell convention: 128 + signal when killed) in words.
@@ -877,13 +879,8 @@ void shutdown_shim::save_record() {
 
 void shutdown_shim::start_upstream() {
   const auto& settings = cfg_.upstream;
-  std::vector<std::string_view> reasons;
-  for (int f = static_cast<int>(probe_failure::none) + 1;
-       f <= static_cast<int>(probe_failure::config); ++f) {
-    reasons.push_back(to_string(static_cast<probe_failure>(f)));
-  }
   status_.upstream.emplace(settings.url.text(), settings.fall, settings.rise, settings.timeout,
-                           reasons);
+                           probe_failure_reasons());
   if (settings.insecure_skip_verify) {
     log_.warning(
         "--upstream-insecure-skip-verify: the upstream's certificate is not verified, so "

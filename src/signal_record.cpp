@@ -1,6 +1,5 @@
 #include "signal_record.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,7 +13,7 @@
 
 #include "boot_id.hpp"
 #include "logind_config.hpp"
-#include "unique_fd.hpp"
+#include "small_file.hpp"
 
 namespace shim {
 
@@ -24,23 +23,6 @@ constexpr std::string_view kFileName = "signalled";
 constexpr std::string_view kHeader = "shutdown-shim signal record 1";
 // A record names a handful of processes; anything much larger is not ours.
 constexpr std::size_t kMaxBytes = 64 * 1024;
-
-// Reads a small file whole; nullopt with errno set when it cannot be read.
-std::optional<std::string> read_bounded(const std::string& path, std::size_t limit) {
-  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (!fd) return std::nullopt;
-  std::string text;
-  char buffer[4096];
-  while (text.size() <= limit) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::nullopt;
-    if (n == 0) return text;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-  errno = EFBIG;
-  return std::nullopt;
-}
 
 template <typename T>
 bool parse_number(std::string_view text, T& out) {
@@ -83,12 +65,12 @@ std::optional<std::string> untrusted_directory(const std::filesystem::path& dir)
 }  // namespace
 
 std::optional<process_identity> identify_process(pid_t pid, const std::string& proc_root) {
-  const auto stat = read_bounded(fmt::format("{}/{}/stat", proc_root, pid), 4096);
+  const auto stat = read_small_file(fmt::format("{}/{}/stat", proc_root, pid), kMaxProcFileBytes);
   if (!stat) return std::nullopt;
   // comm is in parentheses and may itself contain ") ": the fields after it follow the last ')'.
-  const auto close = stat->rfind(')');
+  const auto close = stat.value().rfind(')');
   if (close == std::string::npos) return std::nullopt;
-  std::string_view rest = std::string_view(*stat).substr(close + 1);
+  std::string_view rest = std::string_view(stat.value()).substr(close + 1);
   // Field 3 (state) is the first after comm; field 22 (starttime) is the 20th.
   std::string_view field;
   for (int i = 0; i < 20; ++i) {
@@ -116,14 +98,12 @@ result<shutdown_record> signal_record::load() const {
   using loaded = result<shutdown_record>;
   shutdown_record record;
   if (!enabled()) return loaded::success(record);
-  const auto text = read_bounded(file_.string(), kMaxBytes);
-  if (!text) {
-    if (errno == ENOENT) return loaded::success(record);
-    return loaded::failure(fmt::format("read {}: {}", file_.string(), std::strerror(errno)));
-  }
+  const auto text = read_small_file_if_exists(file_, kMaxBytes);
+  if (!text) return loaded::failure("read " + text.error());
+  if (!text.value()) return loaded::success(record);
   if (auto why = untrusted_directory(dir_)) return loaded::failure("not trusted: " + *why);
 
-  std::string_view rest = *text;
+  std::string_view rest = *text.value();
   bool header = true;
   while (!rest.empty()) {
     const auto newline = rest.find('\n');

@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "errno_error.hpp"
+#include "small_file.hpp"
 
 namespace shim {
 namespace {
@@ -31,31 +32,17 @@ namespace {
 // The kernel keeps TASK_COMM_LEN - 1 bytes of the executable name in /proc/PID/comm.
 constexpr std::size_t comm_max = 15;
 
+// A pidfile holds one PID line.
+constexpr std::size_t kMaxPidfileBytes = 256;
+
 // Linux's own limit on symlinks followed in one path lookup (MAXSYMLINKS).
 constexpr int kMaxSymlinks = 40;
 
-// Reads at most `limit` bytes from fd. Returns 0 or an errno.
-int read_limited(const unique_fd& fd, std::string& out, std::size_t limit) {
-  out.clear();
-  char buffer[512];
-  while (out.size() < limit) {
-    const ssize_t n = ::read(fd.get(), buffer, std::min(sizeof buffer, limit - out.size()));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) break;
-    out.append(buffer, static_cast<std::size_t>(n));
-  }
-  return 0;
-}
-
-// Reads at most `limit` bytes of a small /proc file. Returns 0 or an errno. O_NONBLOCK so that a
-// FIFO in a fake tree cannot hang the shim.
-int read_small_file(const std::string& path, std::string& out, std::size_t limit = 4096) {
-  unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (!fd) return errno;
-  return read_limited(fd, out, limit);
+// A small /proc file, or nullopt when it cannot be read (the process has exited meanwhile).
+std::optional<std::string> read_proc_file(const std::string& path) {
+  auto text = read_small_file(path, kMaxProcFileBytes);
+  if (!text) return std::nullopt;
+  return std::move(text.value());
 }
 
 std::string_view trim(std::string_view s) {
@@ -82,11 +69,11 @@ std::string proc_path(const std::string& proc_root, pid_t pid, std::string_view 
 // The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), or nullopt when the process is gone.
 // comm sits in parentheses and may itself contain ") ", so the state follows the last ')'.
 std::optional<char> process_state(const std::string& proc_root, pid_t pid) {
-  std::string stat;
-  if (read_small_file(proc_path(proc_root, pid, "stat"), stat) != 0) return std::nullopt;
-  const auto close = stat.rfind(')');
-  if (close == std::string::npos || close + 2 >= stat.size()) return std::nullopt;
-  return stat[close + 2];
+  const auto stat = read_proc_file(proc_path(proc_root, pid, "stat"));
+  if (!stat) return std::nullopt;
+  const auto close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
+  return (*stat)[close + 2];
 }
 
 // The value of a "Key:\tvalue" line of /proc/PID/status, trimmed; empty if there is none.
@@ -108,9 +95,8 @@ std::string_view status_field(std::string_view status, std::string_view key) {
 std::string check_pid(const std::string& proc_root, pid_t pid) {
   std::string dir = fmt::format("{}/{}", proc_root, pid);
   if (::access(dir.c_str(), F_OK) != 0) return fmt::format("no process with PID {}", pid);
-  std::string status;
-  if (read_small_file(proc_path(proc_root, pid, "status"), status) == 0) {
-    const auto tgid = parse_pid(status_field(status, "Tgid"));
+  if (const auto status = read_proc_file(proc_path(proc_root, pid, "status"))) {
+    const auto tgid = parse_pid(status_field(*status, "Tgid"));
     if (tgid && *tgid != pid) {
       return fmt::format("PID {} is a thread of process {}, not a process", pid, *tgid);
     }
@@ -130,9 +116,9 @@ std::string forbidden_target(pid_t pid) {
 // Whether the process's real and effective uid (/proc/PID/status "Uid:" line: real, effective,
 // saved, filesystem) are both uid; false when that cannot be read (it has exited).
 bool owned_by(const std::string& proc_root, pid_t pid, uid_t uid) {
-  std::string status;
-  if (read_small_file(proc_path(proc_root, pid, "status"), status) != 0) return false;
-  const std::string_view uids = status_field(status, "Uid");
+  const auto status = read_proc_file(proc_path(proc_root, pid, "status"));
+  if (!status) return false;
+  const std::string_view uids = status_field(*status, "Uid");
   std::array<uid_t, 2> real_effective{};
   std::size_t at = 0;
   for (auto& id : real_effective) {
@@ -205,12 +191,10 @@ resolved_target resolve_pidfile(const std::string& proc_root, const std::string&
     return {{}, fmt::format("pidfile {} is not trusted: {}", path, file.refusal)};
   }
   if (!file.fd) return {{}, fmt::format("pidfile {}: {}", path, std::strerror(file.error))};
-  std::string content;
   // More than a PID line is malformed anyway; the limit only keeps a wrong path from costing much.
-  if (const int error = read_limited(file.fd, content, 256); error != 0) {
-    return {{}, fmt::format("pidfile {}: {}", path, std::strerror(error))};
-  }
-  const auto text = trim(content);
+  const auto content = read_bounded(file.fd, path, kMaxPidfileBytes);
+  if (!content) return {{}, "pidfile " + content.error()};
+  const auto text = trim(content.value());
   if (text.empty()) return {{}, fmt::format("pidfile {}: empty", path)};
   const auto pid = parse_pid(text);
   if (!pid) {
@@ -230,15 +214,15 @@ resolved_target resolve_name(const std::string& proc_root, const std::string& na
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(proc_root.c_str()), &::closedir);
   if (!dir) return {{}, fmt::format("{}: {}", proc_root, std::strerror(errno))};
   resolved_target result;
-  std::string comm;
   // readdir only fails with EBADF, which cannot happen for a stream we opened.
   while (const dirent* entry = ::readdir(dir.get())) {
     const auto pid = parse_pid(entry->d_name);
     if (!pid || !forbidden_target(*pid).empty()) continue;
     // Any of these reads fails when the process exits meanwhile: it is simply not a match.
-    if (read_small_file(proc_path(proc_root, *pid, "comm"), comm) != 0) continue;
-    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
-    if (comm != comm_wanted) continue;
+    auto comm = read_proc_file(proc_path(proc_root, *pid, "comm"));
+    if (!comm) continue;
+    if (!comm->empty() && comm->back() == '\n') comm->pop_back();
+    if (*comm != comm_wanted) continue;
     // A zombie (or a dead task about to vanish) cannot react to a signal any more.
     const auto state = process_state(proc_root, *pid);
     if (!state || *state == 'Z' || *state == 'X') continue;

@@ -1,6 +1,5 @@
 #include "upstream_probe.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -20,7 +19,7 @@
 #include <utility>
 
 #include "config.hpp"
-#include "unique_fd.hpp"
+#include "small_file.hpp"
 
 namespace shim {
 
@@ -31,14 +30,14 @@ namespace ssl = asio::ssl;
 
 namespace {
 
-constexpr std::array<std::string_view, 8> kFailureNames{"none", "timeout", "refused",  "connect",
-                                                        "tls",  "status",  "protocol", "config"};
+constexpr std::array<std::string_view, 9> kFailureNames{
+    "none", "timeout", "refused", "connect", "tls", "status", "protocol", "oversize", "config"};
+static_assert(kFailureNames.size() == static_cast<std::size_t>(probe_failure::config) + 1,
+              "one name per probe_failure, in the same order");
 
 // kube-apiserver's /readyz?verbose is a few KiB; anything much larger is not a readiness answer.
 constexpr std::uint64_t kMaxBody = 64 * 1024;
 constexpr std::uint32_t kMaxHeader = 16 * 1024;
-// A token file is a token, not a document.
-constexpr std::size_t kMaxToken = 16 * 1024;
 
 std::string first_line(std::string text) {
   text = text.substr(0, text.find('\n'));
@@ -48,6 +47,10 @@ std::string first_line(std::string text) {
 }  // namespace
 
 std::string_view to_string(probe_failure f) { return kFailureNames[static_cast<std::size_t>(f)]; }
+
+std::span<const std::string_view> probe_failure_reasons() {
+  return std::span(kFailureNames).subspan(1);
+}
 
 upstream_probe::upstream_probe(asio::io_context& io, const upstream_settings& settings, handlers h)
     : io_(io), settings_(settings), handlers_(std::move(h)), next_(io) {
@@ -128,38 +131,47 @@ void upstream_probe::probe() {
   connect();
 }
 
+result<bool> upstream_probe::watched_file::changed() {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int error = errno;
+    dev = 0;
+    ino = 0;
+    size = -1;
+    mtime_ns = -1;
+    return result<bool>::failure(fmt::format("{}: {}", path, std::strerror(error)));
+  }
+  const std::int64_t mtime =
+      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  const bool differs =
+      st.st_dev != dev || st.st_ino != ino || st.st_size != size || mtime != mtime_ns;
+  dev = st.st_dev;
+  ino = st.st_ino;
+  size = st.st_size;
+  mtime_ns = mtime;
+  return result<bool>::success(differs);
+}
+
 std::optional<std::string> upstream_probe::refresh_files() {
   for (watched_file* f : {&ca_, &cert_, &key_, &token_file_}) {
     if (f->path.empty()) continue;
-    bool& loaded = f == &token_file_ ? token_loaded_ : tls_files_loaded_;
-    struct stat st {};
-    if (::stat(f->path.c_str(), &st) != 0) {
-      loaded = false;
-      return fmt::format("{}: {}", f->path, std::strerror(errno));
+    auto& loaded = f == &token_file_ ? token_loaded_ : tls_loaded_;
+    const auto changed = f->changed();
+    if (!changed) {
+      loaded.reset();
+      return changed.error();
     }
-    const std::int64_t mtime_ns =
-        static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
-    if (st.st_dev != f->dev || st.st_ino != f->ino || st.st_size != f->size ||
-        mtime_ns != f->mtime_ns) {
-      loaded = false;
-      f->dev = st.st_dev;
-      f->ino = st.st_ino;
-      f->size = st.st_size;
-      f->mtime_ns = mtime_ns;
-    }
+    if (changed.value()) loaded.reset();
   }
-  if (!tls_files_loaded_ && settings_.url.tls) {
+  if (settings_.url.tls && !tls_loaded_) {
     // New trust or credentials: a connection made with the old ones goes. A new token needs
     // no new connection (UpstreamProbe.RotatedTokenIsReadAgain counts them).
     close_connection();
-    if (auto problem = load_tls_context()) return problem;
+    tls_loaded_ = load_tls_context();
   }
-  tls_files_loaded_ = true;
-  if (!token_loaded_) {
-    if (auto problem = load_token()) return problem;
-  }
-  token_loaded_ = true;
-  return std::nullopt;
+  if (tls_loaded_ && *tls_loaded_) return *tls_loaded_;
+  if (!token_loaded_) token_loaded_ = load_token();
+  return *token_loaded_;
 }
 
 std::optional<std::string> upstream_probe::load_tls_context() {
@@ -174,20 +186,29 @@ std::optional<std::string> upstream_probe::load_tls_context() {
   } else {
     context->set_verify_mode(ssl::verify_peer, ec);
     if (!settings_.ca_file.empty()) {
-      context->load_verify_file(settings_.ca_file, ec);
+      const auto pem = read_small_file(settings_.ca_file, kMaxTlsFileBytes);
+      if (!pem) return "CA file " + pem.error();
+      context->add_certificate_authority(asio::buffer(pem.value()), ec);
       if (ec) return fmt::format("CA file {}: {}", settings_.ca_file, first_line(ec.message()));
     } else {
+      // The system's store is root's (/etc/ssl/certs), looked up by OpenSSL as it verifies.
       context->set_default_verify_paths(ec);
       if (ec) return "the system's trust store: " + first_line(ec.message());
     }
   }
   if (!settings_.client_cert.empty()) {
-    context->use_certificate_chain_file(settings_.client_cert, ec);
+    const auto chain = read_small_file(settings_.client_cert, kMaxTlsFileBytes);
+    if (!chain) return "client certificate " + chain.error();
+    context->use_certificate_chain(asio::buffer(chain.value()), ec);
     if (ec) {
       return fmt::format("client certificate {}: {}", settings_.client_cert,
                          first_line(ec.message()));
     }
-    context->use_private_key_file(settings_.client_key, ssl::context::pem, ec);
+    auto key = read_small_file(settings_.client_key, kMaxTlsFileBytes);
+    if (!key) return "client key " + key.error();
+    context->use_private_key(asio::buffer(key.value()), ssl::context::pem, ec);
+    // The key's bytes live on only inside OpenSSL.
+    OPENSSL_cleanse(key.value().data(), key.value().size());
     if (ec) return fmt::format("client key {}: {}", settings_.client_key, first_line(ec.message()));
     if (SSL_CTX_check_private_key(context->native_handle()) != 1) {
       return fmt::format("client key {} does not belong to {}", settings_.client_key,
@@ -201,24 +222,15 @@ std::optional<std::string> upstream_probe::load_tls_context() {
 std::optional<std::string> upstream_probe::load_token() {
   token_.clear();
   if (settings_.token_file.empty()) return std::nullopt;
-  unique_fd fd(::open(settings_.token_file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
-  if (!fd) return fmt::format("token file {}: {}", settings_.token_file, std::strerror(errno));
-  std::string text;
-  char buffer[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return fmt::format("token file {}: {}", settings_.token_file, std::strerror(errno));
-    if (n == 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-    if (text.size() > kMaxToken)
-      return fmt::format("token file {}: too large", settings_.token_file);
-  }
-  const auto first = text.find_first_not_of(" \t\r\n");
-  const auto last = text.find_last_not_of(" \t\r\n");
+  const auto text = read_small_file(settings_.token_file, kMaxTokenBytes);
+  if (!text) return "token file " + text.error();
+  const std::string& t = text.value();
+  const auto first = t.find_first_not_of(" \t\r\n");
+  const auto last = t.find_last_not_of(" \t\r\n");
   if (first == std::string::npos) return fmt::format("token file {}: empty", settings_.token_file);
-  token_ = text.substr(first, last - first + 1);
+  token_ = t.substr(first, last - first + 1);
   if (token_.find_first_of("\r\n") != std::string::npos) {
+    token_.clear();
     return fmt::format("token file {}: more than one line", settings_.token_file);
   }
   return std::nullopt;
@@ -229,6 +241,8 @@ void upstream_probe::connect() {
   reused_ = false;
   close_connection();
   connection_ = std::make_shared<connection>();
+  // The parser's bounds hold the answer; this one holds what is read ahead of it as well.
+  connection_->buffer.max_size(kMaxHeader + kMaxBody);
   if (settings_.url.tls) {
     connection_->tls.emplace(io_, *tls_context_);
     SSL* handle = connection_->tls->native_handle();
@@ -295,15 +309,27 @@ void upstream_probe::send(unsigned generation) {
   c.lowest().expires_at(started_ + settings_.timeout);
   const auto on_written = [this, generation](beast::error_code ec, std::size_t) {
     if (ec) return on_answer(generation, ec);
-    auto on_read = guarded(generation, [this, generation](beast::error_code ec, std::size_t) {
-      on_answer(generation, ec);
-    });
-    connection& c = *connection_;
-    if (c.tls) return http::async_read(*c.tls, c.buffer, *c.parser, std::move(on_read));
-    http::async_read(*c.plain, c.buffer, *c.parser, std::move(on_read));
+    read_answer(generation);
   };
   if (c.tls) return http::async_write(*c.tls, c.request, guarded(generation, on_written));
   http::async_write(*c.plain, c.request, guarded(generation, on_written));
+}
+
+// The header alone first: async_read_header parses without going on into the body, so a length
+// or header block beyond the bounds ends the probe here, before anything is reserved for it.
+void upstream_probe::read_answer(unsigned generation) {
+  auto on_header = guarded(generation, [this, generation](beast::error_code ec, std::size_t) {
+    if (ec) return on_answer(generation, ec);
+    auto on_body = guarded(generation, [this, generation](beast::error_code ec, std::size_t) {
+      on_answer(generation, ec);
+    });
+    connection& c = *connection_;
+    if (c.tls) return http::async_read(*c.tls, c.buffer, *c.parser, std::move(on_body));
+    http::async_read(*c.plain, c.buffer, *c.parser, std::move(on_body));
+  });
+  connection& c = *connection_;
+  if (c.tls) return http::async_read_header(*c.tls, c.buffer, *c.parser, std::move(on_header));
+  http::async_read_header(*c.plain, c.buffer, *c.parser, std::move(on_header));
 }
 
 void upstream_probe::on_answer(unsigned generation, beast::error_code ec) {
@@ -356,6 +382,14 @@ probe_outcome upstream_probe::describe(beast::error_code ec, bool handshake) {
   }
   if (ec == asio::error::connection_refused) {
     return {.failure = probe_failure::refused, .error = "connection refused"};
+  }
+  if (ec == http::error::header_limit) {
+    return {.failure = probe_failure::oversize,
+            .error = fmt::format("answer's header block larger than {} bytes", kMaxHeader)};
+  }
+  if (ec == http::error::body_limit || ec == http::error::buffer_overflow) {
+    return {.failure = probe_failure::oversize,
+            .error = fmt::format("answer's body larger than {} bytes", kMaxBody)};
   }
   if (handshake) {
     // Skipping verification records the verdict all the same; it is not why a handshake failed.

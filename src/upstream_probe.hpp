@@ -18,17 +18,32 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "result.hpp"
 #include "upstream_settings.hpp"
 
 namespace shim {
 
-// Why a probe failed, as a bounded set (a metric label) and one line of text.
-enum class probe_failure { none, timeout, refused, connect, tls, status, protocol, config };
+// Why a probe failed, as a bounded set (a metric label) and one line of text. oversize: the
+// answer's header block, or the body it announces or sends, is beyond the probe's bounds.
+enum class probe_failure {
+  none,
+  timeout,
+  refused,
+  connect,
+  tls,
+  status,
+  protocol,
+  oversize,
+  config
+};
 std::string_view to_string(probe_failure f);
+// Every reason a probe can fail for (all but none), in the enum's order: the metric's labels.
+std::span<const std::string_view> probe_failure_reasons();
 
 struct probe_outcome {
   probe_failure failure = probe_failure::none;
@@ -46,9 +61,17 @@ struct probe_outcome {
 //
 // TLS through OpenSSL: the chain is verified against --upstream-ca-file (or the system's trust
 // store), and the host name or IP (or --upstream-tls-server-name) against the certificate; SNI is
-// sent for names. The CA, the client certificate and key, and the token are read again whenever
-// their files change (tokens and certificates rotate), and a file that is missing or cannot be
-// used is retried at every probe: on a node being installed it may appear later.
+// sent for names. The CA, the client certificate and key, and the token are read (small_file.hpp:
+// regular files only, bounded) and handed to OpenSSL from memory, never by path, so that no file
+// can block the loop. They are read again whenever their files change (tokens and certificates
+// rotate); a file that fails to load is not read again until it changes, its error standing for
+// every probe meanwhile (a 256 MB non-PEM CA file once cost /readyz a p99 of 142 ms, parsed at
+// every probe). A missing file fails each probe: on a node being installed it may appear later.
+//
+// The answer is read in two steps, the header first: a Content-Length or header block beyond the
+// bounds fails the probe (oversize) before any body is read or allocated. Read in one step, Boost
+// 1.74's parser goes on past its own body_limit error and reserves the announced length: one
+// "Content-Length: 1099511627776" ended the shim in std::bad_alloc (issue 18, item 2).
 class upstream_probe {
  public:
   struct handlers {
@@ -78,6 +101,10 @@ class upstream_probe {
     ino_t ino = 0;
     off_t size = -1;
     std::int64_t mtime_ns = -1;
+
+    // Whether the file changed since the last call (a first call counts as a change); an error
+    // when it cannot be stat()ed (it is then a change again once it can).
+    result<bool> changed();
   };
 
   // One connection: its stream and what its operations read and write. Every operation started
@@ -107,6 +134,7 @@ class upstream_probe {
   void connect();
   void on_connected(unsigned generation, boost::beast::error_code ec);
   void send(unsigned generation);
+  void read_answer(unsigned generation);
   void on_answer(unsigned generation, boost::beast::error_code ec);
   void fail(unsigned generation, probe_failure failure, std::string error);
   void finish(probe_outcome outcome);
@@ -125,8 +153,8 @@ class upstream_probe {
   bool retried_ = false;
 
   watched_file ca_, cert_, key_, token_file_;
-  bool tls_files_loaded_ = false;
-  bool token_loaded_ = false;
+  // Loaded from the files as they are now: the error, or nullopt for a success.
+  std::optional<std::optional<std::string>> tls_loaded_, token_loaded_;
   std::string token_;
 
   boost::asio::steady_timer next_;

@@ -15,7 +15,7 @@ constexpr std::array<double, 9> kBounds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 
 upstream_status::upstream_status(std::string url, unsigned fall, unsigned rise,
                                  std::chrono::nanoseconds timeout,
-                                 const std::vector<std::string_view>& reasons)
+                                 std::span<const std::string_view> reasons)
     : url_(std::move(url)), fall_(fall), rise_(rise), health_(fall, rise) {
   const double limit = std::chrono::duration<double>(timeout).count();
   for (double b : kBounds) {

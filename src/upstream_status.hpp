@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,7 +20,7 @@ class upstream_status {
   // reasons: every failure reason a probe can give (the metric's labels, shown from the start at
   // 0, as Prometheus' guidelines ask of labels known in advance).
   upstream_status(std::string url, unsigned fall, unsigned rise, std::chrono::nanoseconds timeout,
-                  const std::vector<std::string_view>& reasons);
+                  std::span<const std::string_view> reasons);
 
   // Counts one probe; true when the check changed state. reason: one of `reasons`, ignored for a
   // pass.

@@ -245,28 +245,5 @@ TEST(KubeletShutdown, RecognisesKubeletsLockOnly) {
   EXPECT_FALSE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "delay", 65534));
 }
 
-TEST(KubeletShutdown, ReadsBoundedRegularFilesOnly) {
-  test::temp_dir dir;
-  const fs::path small = fs::path(dir.path()) / "config.yaml";
-  std::ofstream(small) << kTypicalConfig;
-  auto r = read_bounded_file(small);
-  ASSERT_TRUE(r.ok()) << r.error();
-  EXPECT_EQ(r.value(), kTypicalConfig);
-
-  const fs::path big = fs::path(dir.path()) / "big.yaml";
-  std::ofstream(big) << std::string(kMaxKubeletFileBytes + 1, '#');
-  r = read_bounded_file(big);
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error(), HasSubstr("larger than 262144 bytes: refused"));
-  EXPECT_TRUE(read_bounded_file(big, kMaxKubeletFileBytes + 1).ok());
-
-  r = read_bounded_file(fs::temp_directory_path());
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error(), HasSubstr("not a regular file"));
-  r = read_bounded_file("/nonexistent/kubelet/config.yaml");
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error(), HasSubstr("No such file"));
-}
-
 }  // namespace
 }  // namespace shim

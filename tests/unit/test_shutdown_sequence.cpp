@@ -486,6 +486,27 @@ TEST(ShutdownSequence, NoTargetThenCancelIsReadyAgain) {
   EXPECT_FALSE(e.timer);
 }
 
+// Issue 18, item 7: with no target configured at all, nothing is ever signalled, so a cancel has
+// nothing to wait for. The sequence counted its (empty) signal as sent and waited for a target
+// that did not have it: /readyz stayed 503 for good.
+TEST(ShutdownSequence, NoTargetConfiguredThenCancelIsReadyAgain) {
+  fake_edges e({.drain_delay = 3s, .exit_timeout = 5s});
+  e.prepare_for_shutdown(t0);
+  e.at(t0 + 1s);
+  EXPECT_EQ(e.signals, 0);
+  e.cancel(t0 + 2s);
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_EQ(e.watches, 0);
+  EXPECT_EQ(e.retakes, 1);
+  EXPECT_FALSE(e.machine.draining());
+  EXPECT_FALSE(e.machine.waiting_for_target());
+  EXPECT_FALSE(e.timer);
+  // The next shutdown holds as the first did.
+  e.prepare_for_shutdown(t0 + 10s);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 13s);
+}
+
 TEST(ShutdownSequence, NoTargetStillHoldsTheDrain) {
   fake_edges e(attach());
   e.prepare_for_shutdown(t0);
