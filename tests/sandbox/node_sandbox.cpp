@@ -69,6 +69,7 @@ tool_paths tool_paths::from_environment() {
   t.shim = env_or("SHUTDOWN_SHIM", SANDBOX_SHIM_PATH);
   t.bus_attacker = env_or("BUS_ATTACKER", SANDBOX_BUS_ATTACKER_PATH);
   t.fake_kubelet = env_or("FAKE_KUBELET", SANDBOX_FAKE_KUBELET_PATH);
+  t.hostile_upstream = env_or("HOSTILE_UPSTREAM", SANDBOX_HOSTILE_UPSTREAM_PATH);
   return t;
 }
 

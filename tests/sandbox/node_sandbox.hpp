@@ -30,6 +30,7 @@ struct tool_paths {
   std::string shim;            // [SHUTDOWN_SHIM]        default: the one built in src/
   std::string bus_attacker;    // [BUS_ATTACKER]         default: the one built next to this library
   std::string fake_kubelet;    // [FAKE_KUBELET]         default: likewise
+  std::string hostile_upstream;  // [HOSTILE_UPSTREAM]   default: likewise
 
   static tool_paths from_environment();
 };

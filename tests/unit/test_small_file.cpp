@@ -2,8 +2,6 @@
 // blocked its event loop for good, and a link to /dev/zero ended it in std::bad_alloc. Every case
 // runs under a watchdog: a read that blocks fails the test instead of hanging it.
 
-#include "small_file.hpp"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -18,6 +16,7 @@
 #include <string>
 
 #include "log_test_support.hpp"
+#include "small_file.hpp"
 
 namespace shim {
 namespace {
