@@ -9,7 +9,6 @@
 #include <array>
 #include <cerrno>
 #include <map>
-#include <sstream>
 #include <system_error>
 
 #include "config.hpp"
@@ -220,10 +219,13 @@ std::vector<inhibit_delay_setting> inhibit_delay_settings(const fs::path& file,
                                                           std::string_view text) {
   std::vector<inhibit_delay_setting> out;
   bool in_login = false;
-  std::istringstream lines{std::string(text)};
-  std::string raw;
-  while (std::getline(lines, raw)) {
-    const std::string_view line = trim(raw);
+  // systemd's read_line() ends a line at \n, \r or NUL ("\r\n" leaves an empty line between,
+  // which counts for nothing).
+  constexpr std::string_view kLineEnds("\n\r\0", 3);
+  while (!text.empty()) {
+    const auto end = text.find_first_of(kLineEnds);
+    const std::string_view line = trim(text.substr(0, end));
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
     if (line.empty() || line.front() == '#' || line.front() == ';') continue;
     if (line.front() == '[') {
       in_login = line == "[Login]";

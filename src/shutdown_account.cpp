@@ -92,6 +92,8 @@ std::string shutdown_account::detail(bool boot_over) const {
     }
     case shutdown_verdict::in_progress:
       return "no end recorded yet in this boot";
+    case shutdown_verdict::untrusted:
+      break;  // never a verdict of the records themselves (shutdown_history::boot)
   }
   return {};
 }

@@ -1,6 +1,11 @@
 #include "shutdown_history.hpp"
 
+#include <fmt/format.h>
+
+#include <cstring>
 #include <utility>
+
+#include "trusted_file.hpp"
 
 namespace shim {
 namespace {
@@ -50,7 +55,8 @@ void shutdown_history::add(const event_record& r) {
 shutdown_history::boot shutdown_history::finished(const open_boot& b) const {
   return boot{.boot_id = b.boot_id,
               .current = !b.boot_id.empty() && b.boot_id == current_boot_id_,
-              .last_shutdown = *b.shutdown};
+              .last_shutdown = *b.shutdown,
+              .untrusted = {}};
 }
 
 void shutdown_history::close_boot() {
@@ -81,9 +87,22 @@ result<shutdown_history::read_result> shutdown_history::read(const std::string& 
   for (const std::string& file : {path + ".1", path}) {
     auto read = reader.read_file(file);
     if (!read) return result<read_result>::failure(read.error());
-    if (read.value()) ++out.files_read;
+    if (!read.value()) continue;
+    ++out.files_read;
+    if (!out.untrusted.empty()) continue;
+    // Checked apart from the read: an untrusted log is still shown, for what it is worth.
+    const auto trust = open_trusted_file(file, "event log");
+    if (!trust.refusal.empty()) {
+      out.untrusted = trust.refusal;
+    } else if (!trust.fd) {
+      out.untrusted = fmt::format("{}: {}", file, std::strerror(trust.error));
+    }
   }
   out.boots = history.boots();
+  if (!out.untrusted.empty()) {
+    out.untrusted = fmt::format("the event log {} is not trusted: {}", path, out.untrusted);
+    for (auto& b : out.boots) b.untrusted = out.untrusted;
+  }
   out.skipped_lines = reader.skipped_lines();
   return result<read_result>::success(std::move(out));
 }

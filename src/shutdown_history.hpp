@@ -25,8 +25,14 @@ class shutdown_history {
     std::string boot_id;   // empty: the records do not say
     bool current = false;  // the boot running now
     shutdown_account last_shutdown;
-    shutdown_verdict verdict() const { return last_shutdown.verdict(!current); }
-    std::string detail() const { return last_shutdown.detail(!current); }
+    // "the event log PATH is not trusted: why"; empty when it may be
+    std::string untrusted;
+    shutdown_verdict verdict() const {
+      return untrusted.empty() ? last_shutdown.verdict(!current) : shutdown_verdict::untrusted;
+    }
+    std::string detail() const {
+      return untrusted.empty() ? last_shutdown.detail(!current) : untrusted;
+    }
   };
 
   // current_boot_id: this boot's id (current_boot_id()); its shutdown may still be under way.
@@ -38,11 +44,14 @@ class shutdown_history {
   std::vector<boot> boots() const;
 
   // Streams PATH.1 (logrotate's previous file, if there is one) then PATH through a new history.
-  // An error names the file that could not be read; no file at all gives an empty history.
+  // An error names the file that could not be read; no file at all gives an empty history. A file
+  // read that root may not trust (open_trusted_file's rules, as for a pidfile) makes every boot's
+  // verdict `untrusted` (issue 18, item 5).
   struct read_result {
     std::vector<boot> boots;
     std::uint64_t skipped_lines = 0;  // torn or not records
     std::uint64_t files_read = 0;
+    std::string untrusted;  // why not, naming the file; empty when every file read is trusted
   };
   static result<read_result> read(const std::string& path, std::size_t boots,
                                   const std::string& current_boot_id);

@@ -138,7 +138,8 @@ std::string render_table(const std::vector<row>& rows) {
     out += text + '\n';
   }
   for (const row& r : rows) {
-    if (r.verdict != shutdown_verdict::clean) {
+    // An untrusted log is said once, in the note.
+    if (r.verdict != shutdown_verdict::clean && r.verdict != shutdown_verdict::untrusted) {
       out += fmt::format("{}: {}\n", short_boot(*r.boot), one_line(r.detail, kMaxDetail));
     }
     // What kubelet was expected to do, in full: its fix is in it.
@@ -231,7 +232,9 @@ std::string report_usage_text() {
       "when and why it began, unready to signal, signal to the target's exit, how long the reboot\n"
       "was held, logind's InhibitDelayMaxSec as the shim saw it, and a verdict: clean, cut short,\n"
       "no signal, not forwarded, cancelled (or in progress, this boot). For a hold cut short, the\n"
-      "journal of that boot says whether logind's timeout or a SIGKILL or crash ended it.\n"
+      "journal of that boot says whether logind's timeout or a SIGKILL or crash ended it. A log\n"
+      "that a user other than root may write (the file, its directory or one above) can say\n"
+      "anything: then every verdict is untrusted.\n"
       "\n"
       "  --event-log=PATH   the shim's --event-log; PATH.1 (rotated) is read first if it exists\n"
       "                     (default: {}, as the systemd unit\n"
@@ -241,8 +244,9 @@ std::string report_usage_text() {
       "  --journal-dir=DIR  read the journal from DIR (e.g. another node's /var/log/journal)\n"
       "                     instead of the local one\n"
       "\n"
-      "Exit status: 0 the most recent shutdown was clean; 1 it was not (or is still under way);\n"
-      "2 usage error; 3 no shutdown on record; 4 the event log could not be read.\n",
+      "Exit status: 0 the most recent shutdown was clean; 1 it was not (or is still under way, or\n"
+      "the log is untrusted); 2 usage error; 3 no shutdown on record; 4 the event log could not\n"
+      "be read.\n",
       report_options::kDefaultEventLog, report_options::kDefaultBoots);
 }
 
@@ -261,6 +265,10 @@ report make_report(const report_options& options, const std::string& current_boo
   }
   if (history.files_read == 0) {
     out.note = fmt::format("no event log at {} (nor {}.1)", options.event_log, options.event_log);
+  }
+  if (!history.untrusted.empty()) {
+    out.note = history.untrusted + "; every verdict below is untrusted" +
+               (out.note.empty() ? "" : "; " + out.note);
   }
   if (history.boots.empty()) {
     out.result = report::outcome::no_shutdown;

@@ -968,8 +968,19 @@ void shutdown_shim::finish(shim_outcome outcome) {
   io_.stop();
 }
 
+// Nothing that runs on the loop throws on purpose (result.hpp), but a library may: one upstream
+// answer made Boost.Beast's parser reserve 1 TiB, and its std::bad_alloc left io_context::run,
+// ending the shim and its lock (issue 18, item 2). What an input can cause must never stop the
+// daemon: the handler that threw is gone, the error is logged, and the loop goes on.
 shim_outcome shutdown_shim::run() {
-  io_.run();
+  for (;;) {
+    try {
+      io_.run();
+      break;
+    } catch (const std::exception& e) {
+      log_.error("a handler on the event loop failed; the loop goes on", {{"error", e.what()}});
+    }
+  }
   return outcome_.value_or(shim_outcome{});
 }
 

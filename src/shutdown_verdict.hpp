@@ -16,12 +16,14 @@ enum class shutdown_verdict {
   not_forwarded,  // the shim's SIGTERM was not passed on (policy, or PID 1 was not stopping)
   cancelled,      // PrepareForShutdown(false): the system did not go down
   in_progress,    // this boot's shutdown, still without an end in the log
+  untrusted,      // the log may be written by a user other than root (or the shim's own): its
+                  // records can say anything (trusted_file.hpp has the rules)
 };
 
-inline constexpr std::array<std::string_view, 6> kVerdictNames{
-    "clean", "cut short", "no signal", "not forwarded", "cancelled", "in progress"};
+inline constexpr std::array<std::string_view, 7> kVerdictNames{
+    "clean", "cut short", "no signal", "not forwarded", "cancelled", "in progress", "untrusted"};
 
-static_assert(kVerdictNames.size() == static_cast<std::size_t>(shutdown_verdict::in_progress) + 1,
+static_assert(kVerdictNames.size() == static_cast<std::size_t>(shutdown_verdict::untrusted) + 1,
               "one name per shutdown_verdict, in the same order");
 
 constexpr std::string_view to_string(shutdown_verdict v) {

@@ -36,7 +36,7 @@ class process_handle {
 };
 
 // Finds the attach-mode target now: the PID given, the PID in a trusted pidfile (see
-// open_trusted_pidfile), or every process whose /proc/PID/comm equals the name and whose real and
+// open_trusted_file), or every process whose /proc/PID/comm equals the name and whose real and
 // effective uid are spec.name_uid. Never PID 1, the shim itself or its parent, whatever the kind
 // of target. An empty result carries the reason, for the log.
 struct resolved_target {
@@ -44,27 +44,6 @@ struct resolved_target {
   std::string reason;
 };
 resolved_target resolve_target(const target_spec& spec, const std::string& proc_root = "/proc");
-
-// A pidfile opened for reading only if root may trust what it says, the way systemd trusts
-// PIDFile= for a process outside the service (owned by root), made stricter because the shim has
-// no cgroup to check the PID against:
-// - the file is a regular file owned by root or by the shim's effective uid, and not writable by
-//   group or others;
-// - the directory that holds it is owned by root or the shim's uid and not writable by group or
-//   others, sticky or not;
-// - every directory above it, and every symlink on the way (each is followed, as for /var/run ->
-//   /run), is owned by root or the shim's uid; a directory above may be writable by others only if
-//   it is sticky (/tmp), since then nobody else can move the entries the shim relies on.
-// systemd's CHASE_SAFE only refuses a step from a directory owned by one non-root user to an entry
-// owned by another; here no step may pass through anything a non-root user other than the shim's
-// own controls. The path is walked with O_PATH|O_NOFOLLOW from "/", each step checked on the
-// descriptor it opened, so nothing can be swapped between the check and the read.
-struct trusted_pidfile {
-  unique_fd fd;         // open for reading when the file is trusted
-  int error = 0;        // errno when there is nothing to trust (ENOENT: it does not exist)
-  std::string refusal;  // non-empty: it exists but may not be trusted, and why
-};
-trusted_pidfile open_trusted_pidfile(const std::string& path);
 
 // What main() checks before the shim starts: a pidfile that exists now and may not be trusted, a
 // path to it that cannot be walked, or --target-pid naming the shim or its parent. nullopt when

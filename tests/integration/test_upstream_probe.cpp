@@ -4,10 +4,12 @@
 // child. Times are never asserted from above (shared, noisy machines); only orderings and lower
 // bounds that the probe itself promises.
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -468,6 +470,37 @@ TEST_F(UpstreamProbe, UnusableCaFileIsAConfigFailureNamingIt) {
   const auto o = probe_once(s);
   EXPECT_EQ(o.failure, probe_failure::config) << o.error;
   EXPECT_TRUE(o.error.starts_with("CA file " + s.ca_file + ": ")) << o.error;
+}
+
+// Issue 18, item 6: an unusable CA file was parsed again at every probe, on the loop (a 256 MB
+// non-PEM file: /readyz p99 142 ms). Now its error stands until the file changes. The proof: the
+// file is rewritten in place with a good CA of the same size and its mtime put back, so that
+// nothing the probe looks at has changed; the probe must still fail (the old code read it again
+// and passed). Once the mtime moves, it is read and passes.
+TEST_F(UpstreamProbe, UnusableCaFileIsNotReadAgainUntilItChanges) {
+  auto f = start_fake({.tls = pki().server});
+  auto s = https(f);
+  s.ca_file = path("ca-bad-first.crt").string();
+  const std::string good = read_file(pki().ca);
+  std::ofstream(s.ca_file) << std::string(good.size(), '#');
+  struct stat before {};
+  ASSERT_EQ(::stat(s.ca_file.c_str(), &before), 0);
+  const auto seen = run_probes(s, 3, [&](unsigned i) {
+    if (i == 0) {
+      std::ofstream(s.ca_file) << good;  // same inode, same size
+      const timespec times[2] = {before.st_atim, before.st_mtim};
+      ASSERT_EQ(::utimensat(AT_FDCWD, s.ca_file.c_str(), times, 0), 0);
+    }
+    if (i == 1) {
+      ASSERT_EQ(::utimensat(AT_FDCWD, s.ca_file.c_str(), nullptr, 0), 0);
+    }
+  });
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].outcome.failure, probe_failure::config) << seen[0].outcome.error;
+  EXPECT_EQ(seen[1].outcome.failure, probe_failure::config)
+      << "read again though nothing changed: " << seen[1].outcome.error;
+  EXPECT_EQ(seen[1].outcome.error, seen[0].outcome.error);
+  expect_pass(seen[2].outcome);
 }
 
 TEST_F(UpstreamProbe, NoOutcomeFromInsideStart) {

@@ -205,6 +205,20 @@ TEST(InhibitDelaySettings, OnlyTheLoginSectionCountsAndTheLastWins) {
   EXPECT_EQ(settings[1].file, "f.conf");
 }
 
+// systemd's read_line() ends a line at \n, \r or NUL. Split at \n only, a NUL ended the value
+// (parse_sec reads a C string): "5" where logind reads 600 on the next line, and the plan would
+// then lower logind's 600 (the same class as issue 18, item 3).
+TEST(InhibitDelaySettings, LinesEndAtNewlineCarriageReturnOrNulAsLogindReadsThem) {
+  using namespace std::string_literals;
+  for (const auto& text : {"[Login]\nInhibitDelayMaxSec=5\0InhibitDelayMaxSec=600\n"s,
+                           "[Login]\rInhibitDelayMaxSec=5\rInhibitDelayMaxSec=600"s,
+                           "[Login]\r\nInhibitDelayMaxSec=5\r\nInhibitDelayMaxSec=600\r\n"s}) {
+    const auto settings = inhibit_delay_settings("f.conf", text);
+    ASSERT_EQ(settings.size(), 2u) << text;
+    EXPECT_EQ(settings.back().usec, 600 * kSec) << text;
+  }
+}
+
 TEST(ScanLogindConf, MainFileFirstThenDropinsByNameWithMasking) {
   fake_root root;
   write(root.paths.main_file, login("10"));

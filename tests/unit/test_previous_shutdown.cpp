@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -148,6 +149,29 @@ TEST(PreviousShutdown, ReadStreamsTheFileAndNoFileIsNone) {
 
   EXPECT_FALSE(previous_shutdown::read(dir.string(), std::string(kBootB)))
       << "a directory is an error";
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 18, item 5: the start-up verdict, and the metric built on it, trust the log no more than
+// `report` does: a log others may write gives `untrusted`, never `clean`.
+TEST(PreviousShutdown, ALogOthersMayWriteIsUntrusted) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("shim-untrusted-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto path = (dir / "events.jsonl").string();
+  event_log_builder log;
+  log.start(1).clean_shutdown(100);
+  log.boot(kBootB).start(2);
+  std::ofstream(path) << log.text();
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  auto found = previous_shutdown::read(path, std::string(kBootB));
+  ASSERT_TRUE(found) << found.error();
+  ASSERT_TRUE(found.value());
+  const auto& p = *found.value();
+  EXPECT_EQ(p.verdict, shutdown_verdict::untrusted);
+  EXPECT_FALSE(p.clean());
+  EXPECT_THAT(p.summary(), HasSubstr("untrusted at "));
+  EXPECT_THAT(p.detail, HasSubstr(path + " is writable by group or others (mode 0666)"));
   std::filesystem::remove_all(dir);
 }
 

@@ -3,9 +3,15 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config.hpp"
@@ -20,6 +26,8 @@ using test::event_log_builder;
 using test::kBootA;
 using test::kBootB;
 using testing::HasSubstr;
+using testing::Not;
+using namespace std::chrono_literals;
 
 constexpr std::string_view kRunningBoot = "ffffffff000000000000000000000000";
 
@@ -226,6 +234,86 @@ TEST_F(ShutdownReport, ALongTriggerStaysOnOneShortLine) {
       .add("InhibitorReleased", 100);
   const auto r = run(log.text());
   EXPECT_THAT(r.out, HasSubstr("  a cause that spans lines and goes on...  "));
+}
+
+// Issue 18, item 5: a log that a user other than root (or the shim's own) may write can say
+// anything. Appending a clean run's records turned "in progress, exit 1" into "clean, exit 0",
+// without a word. Now the report says so in one line, every verdict it gives is `untrusted`, and
+// it exits 1.
+class UntrustedReport : public ShutdownReport {
+ protected:
+  report run_again() {
+    report_options options;
+    options.event_log = path;
+    options.journal_dir = journal.path();
+    return make_report(options, std::string(kRunningBoot));
+  }
+  void expect_untrusted(const report& r, const std::string& why) {
+    EXPECT_EQ(r.result, report::outcome::not_clean);
+    EXPECT_THAT(r.note, HasSubstr("the event log " + path + " is not trusted: " + why));
+    EXPECT_THAT(r.note, HasSubstr("every verdict below is untrusted"));
+    EXPECT_THAT(r.out, HasSubstr("  untrusted\n"));
+    EXPECT_THAT(r.out, Not(HasSubstr("clean")));
+  }
+  event_log_builder clean_log() {
+    event_log_builder log;
+    log.start(1).clean_shutdown(100);
+    return log;
+  }
+};
+
+TEST_F(UntrustedReport, AWorldWritableLog) {
+  ASSERT_EQ(run(clean_log().text()).result, report::outcome::clean);
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  expect_untrusted(run_again(), path + " is writable by group or others (mode 0666)");
+}
+
+TEST_F(UntrustedReport, ALogInADirectoryOthersMayWrite) {
+  ASSERT_EQ(run(clean_log().text()).result, report::outcome::clean);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0777), 0);
+  expect_untrusted(run_again(), "directory " + dir.path() +
+                                    " is writable by group or others (mode 0777) and not sticky");
+}
+
+TEST_F(UntrustedReport, ALogOwnedByAnotherUser) {
+  if (::geteuid() != 0) GTEST_SKIP() << "only root can give the log to another user";
+  ASSERT_EQ(run(clean_log().text()).result, report::outcome::clean);
+  ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+  expect_untrusted(run_again(), path + " is owned by uid 65534, not by root or the shim's uid 0");
+}
+
+TEST_F(UntrustedReport, TheJsonSaysUntrustedToo) {
+  run(clean_log().text());
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  report_options options;
+  options.event_log = path;
+  options.journal_dir = journal.path();
+  options.json = true;
+  const auto r = make_report(options, std::string(kRunningBoot));
+  EXPECT_EQ(r.result, report::outcome::not_clean);
+  EXPECT_THAT(r.out, HasSubstr(R"("verdict":"untrusted")"));
+}
+
+// Item 4: a FIFO or /dev/zero as --event-log kept `report` waiting for ever; now it is a log that
+// cannot be read (exit 4), at once.
+TEST_F(ShutdownReport, AFifoOrDevZeroIsUnreadableNotAHang) {
+  const std::string fifo = dir.path() + "/fifo.jsonl";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string zero = dir.path() + "/zero.jsonl";
+  std::filesystem::create_symlink("/dev/zero", zero);
+  for (const auto& [log, what] : {std::pair{fifo, "a FIFO"}, {zero, "a character device"}}) {
+    report_options options;
+    options.event_log = log;
+    auto done = std::async(std::launch::async, [&] { return make_report(options, "x"); });
+    if (done.wait_for(10s) != std::future_status::ready) {
+      ADD_FAILURE() << "report blocked on " << log;
+      std::quick_exit(1);
+    }
+    const auto r = done.get();
+    EXPECT_EQ(r.result, report::outcome::unreadable);
+    EXPECT_EQ(r.note,
+              fmt::format("cannot read the event log: {}: {}, not a regular file", log, what));
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "target.hpp"
+#include "trusted_file.hpp"
 
 namespace shim {
 namespace {
@@ -164,9 +165,9 @@ void change_owner(const fs::path& path, uid_t uid) {
   }
 }
 
-// What open_trusted_pidfile says about path: "trusted", "errno N", or the refusal.
+// What open_trusted_file says about a pidfile at path: "trusted", "errno N", or the refusal.
 std::string verdict(const fs::path& path) {
-  const auto file = open_trusted_pidfile(path.string());
+  const auto file = open_trusted_file(path.string(), "pidfile");
   if (!file.refusal.empty()) return file.refusal;
   if (file.fd) return "trusted";
   return "errno " + std::to_string(file.error);
