@@ -48,6 +48,9 @@ TEST_F(FaultRestart, KillDuringAHoldThenRestartSignalsTheTargetOnce) {
 
   const auto t0 = sb().reboot();
   ASSERT_TRUE(wait_signal_count(api, 1)) << "the apiserver never got its SIGTERM";
+  // Its record too: the kill must not land between the signal and the line that says so (seen
+  // once at load 8, the log then showing no SignalForwarded at all).
+  ASSERT_TRUE(wait_event(s, "SignalForwarded")) << "no SignalForwarded from the first shim";
   const auto signalled_us = api.signals().front().usec;
   const auto target_pid = api.pid();
   ASSERT_TRUE(target_pid);
