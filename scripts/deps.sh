@@ -2,7 +2,7 @@
 # need, and only those that are missing, because CI and new machines start bare.
 shim_packages=(
   g++ meson ninja-build pkg-config
-  libsystemd-dev libboost-dev libfmt-dev libssl-dev libgtest-dev libgmock-dev
+  libsystemd-dev libboost-dev libfmt-dev libssl-dev libyaml-dev libgtest-dev libgmock-dev
   dbus systemd util-linux curl python3 openssl
   haproxy gnuplot-nox python3-yaml
 )

@@ -8,9 +8,10 @@
 #include <stdexcept>
 
 #include "config.hpp"
+#include "json_text.hpp"
 #include "logind_config.hpp"
 #include "small_file.hpp"
-#include "yaml_subset.hpp"
+#include "yaml_document.hpp"
 
 namespace shim {
 
@@ -23,27 +24,45 @@ struct field_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A JSON number as kubelet's decoder takes it for an integer field: decimal, optional '-'. A
-// quoted value is a string, which kubelet's strict decoding refuses for a number.
+// A plain scalar that YAML 1.1 reads as null ("", "~", "null", "Null", "NULL"): in kubelet's JSON
+// it is null, which leaves a field unset (a pointer) or at Go's zero.
+bool is_null(const yaml_node& n) {
+  return n.type == yaml_node::kind::scalar && n.resolved() == yaml_type::null;
+}
+
+bool is_decimal(std::string_view s) {
+  if (s.starts_with('-')) s.remove_prefix(1);
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// An integer field as kubelet reads it: a YAML integer or a float that JSON writes as one (1e3 is
+// 1000), written any way YAML 1.1 has (0x10, 010, +5, 1_000, 30.0). Only plain decimal digits are
+// read here; the other forms are refused rather than worked out. A string (a quoted scalar too) is
+// refused as kubelet's JSON decoding refuses it.
 std::int64_t integer(const yaml_node& n, std::string_view field, std::int64_t min,
                      std::int64_t max) {
   if (n.type != yaml_node::kind::scalar || n.quoted) {
     throw field_error(fmt::format("{}: must be a number", field));
   }
-  std::int64_t v = 0;
-  const char* first = n.text.data();
-  const char* last = first + n.text.size();
-  const auto [end, ec] = std::from_chars(first, last, v);
-  if (ec == std::errc::result_out_of_range) {
-    throw field_error(fmt::format("{}: {} is out of range", field, n.text));
-  }
-  if (ec != std::errc() || end != last || n.text.empty()) {
-    throw field_error(fmt::format("{}: '{}' is not a whole number", field, n.text));
+  if (!is_decimal(n.text)) {
+    const auto type = n.resolved();
+    throw field_error(
+        type == yaml_type::integer || type == yaml_type::floating
+            ? fmt::format(
+                  "{}: '{}' is not a whole number in decimal digits (refused: YAML 1.1 reads "
+                  "it as a number in a way JSON has no form for)",
+                  field, n.text)
+            : fmt::format("{}: '{}' is not a whole number", field, n.text));
   }
   // YAML 1.1 reads "010" as octal, JSON refuses it: neither is a number to guess at.
   const std::string_view digits = std::string_view(n.text).substr(n.text.front() == '-');
   if (digits.size() > 1 && digits.front() == '0') {
     throw field_error(fmt::format("{}: '{}' has a leading zero", field, n.text));
+  }
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(n.text.data(), n.text.data() + n.text.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    throw field_error(fmt::format("{}: {} is out of range", field, n.text));
   }
   if (v < min || v > max) {
     throw field_error(fmt::format("{}: {} is not within [{}, {}]", field, v, min, max));
@@ -51,10 +70,31 @@ std::int64_t integer(const yaml_node& n, std::string_view field, std::int64_t mi
   return v;
 }
 
-// A metav1.Duration: Go's time.ParseDuration syntax, in a string.
+// A string field: YAML's other types are JSON numbers, booleans or null for kubelet's decoding,
+// which refuses them for a string (null leaves it empty; the caller skips it).
+const std::string& string_field(const yaml_node& n, std::string_view field) {
+  if (n.type != yaml_node::kind::scalar)
+    throw field_error(fmt::format("{}: must be a name", field));
+  if (n.resolved() != yaml_type::string) {
+    throw field_error(fmt::format("{}: '{}' is not a string", field, n.text));
+  }
+  return n.text;
+}
+
+// A metav1.Duration: Go's time.ParseDuration syntax, in a string. Its UnmarshalJSON is called for
+// null too, and refuses the empty string it then parses.
 std::chrono::nanoseconds duration(const yaml_node& n, std::string_view field) {
+  if (is_null(n)) {
+    throw field_error(fmt::format(
+        "{}: null, which kubelet's metav1.Duration refuses (leave the field out for 0)", field));
+  }
   if (n.type != yaml_node::kind::scalar) {
     throw field_error(fmt::format("{}: must be a duration such as \"30s\"", field));
+  }
+  if (n.resolved() != yaml_type::string) {
+    throw field_error(fmt::format(
+        "{}: '{}' is not a string: kubelet's metav1.Duration takes a string such as \"30s\"", field,
+        n.text));
   }
   std::chrono::nanoseconds d{};
   try {
@@ -69,8 +109,43 @@ std::chrono::nanoseconds duration(const yaml_node& n, std::string_view field) {
   return d;
 }
 
-bool is_null(const yaml_node& n) {
-  return n.type == yaml_node::kind::scalar && !n.quoted && (n.text.empty() || n.text == "null");
+// Go's unicode.IsSpace at the start of s: the length of that rune, or 0.
+std::size_t unicode_space_at(std::string_view s) {
+  static constexpr std::string_view kSpaces[] = {
+      "\t",           "\n",          "\v",           "\f",           "\r",           " ",
+      "\xc2\x85",     "\xc2\xa0",    "\xe1\x9a\x80", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x80\xaf",
+      "\xe2\x81\x9f", "\xe3\x80\x80"};
+  for (const auto sp : kSpaces) {
+    if (s.starts_with(sp)) return sp.size();
+  }
+  // U+2000 to U+200A
+  if (s.size() >= 3 && s[0] == '\xe2' && s[1] == '\x80' &&
+      static_cast<unsigned char>(s[2]) >= 0x80 && static_cast<unsigned char>(s[2]) <= 0x8a) {
+    return 3;
+  }
+  return 0;
+}
+
+// kubelet reads a file whose first character after Unicode spaces is '{' with Go's encoding/json
+// (apimachinery's hasJSONPrefix, in yaml.ToJSON for manifests and the JSON serializer's
+// RecognizesData for its config), and anything else as YAML.
+result<yaml_node> read_document(std::string_view text) {
+  std::string_view rest = text;
+  while (const std::size_t n = unicode_space_at(rest)) rest.remove_prefix(n);
+  if (!rest.starts_with('{')) return parse_yaml(text);
+  if (text.size() > kMaxYamlBytes) return parse_yaml(text);  // the same refusal
+  if (auto json = check_json_text(text, kMaxYamlDepth); !json) {
+    return result<yaml_node>::failure(
+        "not JSON, which kubelet reads a file starting with '{' as: " + json.error());
+  }
+  // JSON's blanks around the value may be tabs, which libyaml takes for indentation outside a flow
+  // collection: spaces there read the same.
+  std::string copy(text);
+  const std::size_t first = copy.find('{');
+  const std::size_t last = copy.rfind('}');
+  std::replace(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(first), '\t', ' ');
+  std::replace(copy.begin() + static_cast<std::ptrdiff_t>(last), copy.end(), '\t', ' ');
+  return parse_yaml(copy, yaml_syntax::json);
 }
 
 std::string plural_s(std::int64_t n) { return n == 1 ? "" : "s"; }
@@ -155,7 +230,7 @@ std::string kubelet_stop_plan::describe() const {
 
 result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text) {
   using R = result<kubelet_shutdown_config>;
-  auto doc = parse_yaml_subset(text);
+  auto doc = read_document(text);
   if (!doc) return R::failure("kubelet config: " + doc.error());
   const yaml_node& root = doc.value();
   if (root.type != yaml_node::kind::mapping) return R::failure("kubelet config: not a mapping");
@@ -165,10 +240,10 @@ result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text) {
   }
   kubelet_shutdown_config c;
   try {
-    if (const auto* n = root.find("shutdownGracePeriod"); n && !is_null(*n)) {
+    if (const auto* n = root.find("shutdownGracePeriod")) {
       c.grace_period = duration(*n, "shutdownGracePeriod");
     }
-    if (const auto* n = root.find("shutdownGracePeriodCriticalPods"); n && !is_null(*n)) {
+    if (const auto* n = root.find("shutdownGracePeriodCriticalPods")) {
       c.critical_pods_period = duration(*n, "shutdownGracePeriodCriticalPods");
     }
     if (const auto* n = root.find("shutdownGracePeriodByPodPriority"); n && !is_null(*n)) {
@@ -182,16 +257,20 @@ result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text) {
       for (std::size_t i = 0; i < n->items.size(); ++i) {
         const auto& item = n->items[i];
         const std::string where = fmt::format("shutdownGracePeriodByPodPriority[{}]", i);
+        kubelet_priority_group g;
+        if (is_null(item)) {  // Go's JSON decoding leaves a null element a zero struct
+          c.by_pod_priority.push_back(g);
+          continue;
+        }
         if (item.type != yaml_node::kind::mapping) {
           throw field_error(where + ": must be {priority, shutdownGracePeriodSeconds}");
         }
-        kubelet_priority_group g;
-        if (const auto* p = item.find("priority")) {
+        if (const auto* p = item.find("priority"); p && !is_null(*p)) {
           g.priority = static_cast<std::int32_t>(integer(*p, where + ".priority",
                                                          std::numeric_limits<std::int32_t>::min(),
                                                          std::numeric_limits<std::int32_t>::max()));
         }
-        if (const auto* s = item.find("shutdownGracePeriodSeconds")) {
+        if (const auto* s = item.find("shutdownGracePeriodSeconds"); s && !is_null(*s)) {
           g.grace_seconds =
               integer(*s, where + ".shutdownGracePeriodSeconds", 0, kMaxKubeletGraceSeconds);
         }
@@ -206,7 +285,7 @@ result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text) {
 
 result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
   using R = result<static_pod_priority>;
-  auto doc = parse_yaml_subset(text);
+  auto doc = read_document(text);
   if (!doc) return R::failure("static pod manifest: " + doc.error());
   const yaml_node& root = doc.value();
   if (root.type != yaml_node::kind::mapping) {
@@ -227,10 +306,7 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
                                                      std::numeric_limits<std::int32_t>::max()));
     }
     if (const auto* n = spec->find("priorityClassName"); n && !is_null(*n)) {
-      if (n->type != yaml_node::kind::scalar) {
-        throw field_error("spec.priorityClassName: must be a name");
-      }
-      p.priority_class_name = n->text;
+      p.priority_class_name = string_field(*n, "spec.priorityClassName");
     }
     if (const auto* n = spec->find("terminationGracePeriodSeconds"); n && !is_null(*n)) {
       p.termination_grace_seconds =

@@ -107,7 +107,12 @@ struct kubelet_stop_plan {
 std::optional<kubelet_stop_plan> plan_kubelet_stop(const kubelet_shutdown_config& config,
                                                    const static_pod_priority& pod);
 
-// Parsers of the files' text; errors are one line naming the field or the line.
+// Parsers of the files' text, read as kubelet reads them: as JSON when the first character after
+// Unicode spaces is '{', as YAML otherwise (yaml_document.hpp), then as kubelet's JSON decoding
+// takes each field (an int field a JSON integer, a metav1.Duration a string, null the default).
+// What kubelet would read otherwise (0x10, 010, +5, 1_000, 30.0: numbers not in decimal digits) or
+// refuse is an error, never a value: kubelet_outlook then has the shim signal itself. Errors are
+// one line naming the field or the line.
 result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text);
 result<static_pod_priority> parse_static_pod_manifest(std::string_view text);
 

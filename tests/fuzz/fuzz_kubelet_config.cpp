@@ -1,12 +1,16 @@
 // kubelet_config: arbitrary text as kubelet's configuration and as a static pod's manifest.
-// - parse_yaml_subset never crashes, refuses nothing silently (an error has a message), and a tree
-//   it reads comes back the same when written out as one line of JSON (every scalar quoted) and
-//   read again: the block and the flow readers agree.
+// - parse_yaml (libyaml underneath) never crashes or leaks, refuses nothing silently (an error has
+//   a message), stays within its bounds, and a tree it reads comes back the same when written out
+//   as one line of JSON (every scalar quoted) and read again as kubelet reads JSON: check_json_text
+//   accepts it and parse_yaml's JSON reading gives the same tree.
 // - parse_kubelet_config and parse_static_pod_manifest either fail with a message or give values
 //   within their bounds; plan_kubelet_stop of the two then keeps kubelet's invariants: groups
 //   sorted by priority, the pod's group the highest not above its priority (or the lowest), SIGTERM
 //   no later than the lower groups' grace, a grace no longer than the group's or the pod's, and
 //   every time within the sum of the groups.
+#include <fmt/core.h>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,8 +18,9 @@
 #include <string>
 #include <string_view>
 
+#include "json_text.hpp"
 #include "kubelet_shutdown.hpp"
-#include "yaml_subset.hpp"
+#include "yaml_document.hpp"
 
 namespace {
 
@@ -25,26 +30,39 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
+// One code point of valid UTF-8 (libyaml gives nothing else) at s[i]; i moves past it.
+std::uint32_t next_code_point(std::string_view s, std::size_t& i) {
+  const auto b = static_cast<unsigned char>(s[i++]);
+  if (b < 0x80) return b;
+  const int more = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : 1;
+  std::uint32_t cp = b & (0x3F >> more);
+  for (int k = 0; k < more && i < s.size(); ++k) cp = (cp << 6) | (s[i++] & 0x3F);
+  return cp;
+}
+
+// A JSON string that libyaml reads back as the same text: what it would not take raw (controls,
+// DEL and C1 controls, the byte order mark, U+FFFE/U+FFFF) or would read as a line break (NEL, LS,
+// PS) is escaped; astral characters stay raw, since JSON escapes them as surrogates.
 void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
   out += '"';
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t at = i;
+    const std::uint32_t cp = next_code_point(s, i);
+    if (cp == '"' || cp == '\\') {
       out += '\\';
-      out += c;
-    } else if (u < 0x20 || u == 0x7f) {
-      out += "\\u00";
-      out += kHex[u >> 4];
-      out += kHex[u & 0xf];
+      out += static_cast<char>(cp);
+    } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 ||
+               cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF) {
+      out += fmt::format("\\u{:04x}", cp);
     } else {
-      out += c;
+      out += s.substr(at, i - at);
     }
   }
   out += '"';
 }
 
-void append_json(std::string& out, const yaml_node& n) {
+// longest_key: the longest key as written, in bytes.
+void append_json(std::string& out, const yaml_node& n, std::size_t& longest_key) {
   switch (n.type) {
     case yaml_node::kind::scalar:
       append_json_string(out, n.text);
@@ -55,9 +73,11 @@ void append_json(std::string& out, const yaml_node& n) {
       for (std::size_t i = 0; i < n.keys.size(); ++i) {
         if (!first) out += ", ";
         first = false;
+        const std::size_t before = out.size();
         append_json_string(out, n.keys[i]);
+        longest_key = std::max(longest_key, out.size() - before);
         out += ": ";
-        append_json(out, n.items[i]);
+        append_json(out, n.items[i], longest_key);
       }
       out += '}';
       return;
@@ -68,7 +88,7 @@ void append_json(std::string& out, const yaml_node& n) {
       for (const auto& v : n.items) {
         if (!first) out += ", ";
         first = false;
-        append_json(out, v);
+        append_json(out, v, longest_key);
       }
       out += ']';
       return;
@@ -142,16 +162,20 @@ extern "C" const char* __ubsan_default_options() { return "halt_on_error=1:print
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
 
-  const auto doc = shim::parse_yaml_subset(input);
+  const auto doc = shim::parse_yaml(input);
   if (!doc) {
     check(!doc.error().empty());
   } else {
+    check(depth(doc.value()) <= shim::kMaxYamlDepth + 1);  // + 1: the scalars at the bottom
     std::string json;
-    append_json(json, doc.value());
-    const auto again = shim::parse_yaml_subset(json);
-    // The flow reader counts one level per collection, the block reader one per key or item as
-    // well, so only a tree well within the bound must come back.
-    if (depth(doc.value()) < shim::kMaxYamlDepth / 2) check(again.ok());
+    std::size_t longest_key = 0;
+    append_json(json, doc.value(), longest_key);
+    check(shim::check_json_text(json, shim::kMaxYamlDepth).ok());
+    const auto again = shim::parse_yaml(json, shim::yaml_syntax::json);
+    // Writing every scalar as a string keeps the number of nodes and the depth within what was
+    // read, but not always the size (escapes), nor a key within libyaml's 1024 characters for a
+    // simple key (YAML's "? key" has no limit).
+    if (json.size() <= shim::kMaxYamlBytes && longest_key < 1000) check(again.ok());
     if (again) check(same(doc.value(), again.value()));
   }
 

@@ -222,7 +222,8 @@ TEST(KubeletShutdown, RefusesValuesKubeletWouldNotTakeOrWeDoNotBound) {
   }
   EXPECT_THAT(config_error(many), HasSubstr("more than 64"));
   EXPECT_THAT(config_error("kind: Pod\n"), HasSubstr("not KubeletConfiguration"));
-  EXPECT_THAT(config_error("a: [\n"), HasSubstr("kubelet config: line 1"));
+  // libyaml names the line where the stream ends, the second.
+  EXPECT_THAT(config_error("a: [\n"), HasSubstr("kubelet config: line 2"));
 
   EXPECT_THAT(manifest_error("kind: Deployment\nspec: {}\n"), HasSubstr("kind is not Pod"));
   EXPECT_THAT(manifest_error("kind: Pod\n"), HasSubstr("no spec"));
@@ -230,6 +231,189 @@ TEST(KubeletShutdown, RefusesValuesKubeletWouldNotTakeOrWeDoNotBound) {
               HasSubstr("spec.priority: 'high' is not a whole number"));
   EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  terminationGracePeriodSeconds: 86401\n"),
               HasSubstr("not within [0, 86400]"));
+}
+
+// Every line break of YAML 1.1, which kubelet's go-yaml reads (issue 18, item 3): CR, CRLF, NEL,
+// LS and PS. The text after one is a line of its own, never part of the value before it.
+constexpr std::string_view kYamlLineBreaks[] = {"\r", "\r\n", "\xc2\x85", "\xe2\x80\xa8",
+                                                "\xe2\x80\xa9"};
+
+std::string join_lines(std::initializer_list<std::string_view> lines, std::string_view br) {
+  std::string s;
+  for (const auto l : lines) {
+    s += l;
+    s += br;
+  }
+  return s;
+}
+
+TEST(KubeletShutdown, ManifestPriorityAfterEveryYamlLineBreak) {
+  for (const auto br : kYamlLineBreaks) {
+    SCOPED_TRACE(testing::PrintToString(std::string(br)));
+    // The whole manifest in that break.
+    auto pod =
+        manifest_ok(join_lines({"apiVersion: v1", "kind: Pod", "spec:", "  containers: []",
+                                "  priority: 2000001000", "  terminationGracePeriodSeconds: 90"},
+                               br));
+    EXPECT_EQ(pod.priority, kSystemNodeCriticalPriority);
+    EXPECT_EQ(pod.termination_grace_seconds, 90);
+    // kubeadm's manifest, LF throughout, with one such break before the priority: the failure
+    // this project exists to prevent (the priority lost, kubelet thought to stop it at +0).
+    pod = manifest_ok(std::string(kKubeadmApiserver.substr(0, kKubeadmApiserver.size() - 1)) +
+                      std::string(br) + "  priority: 2000001000\n");
+    EXPECT_EQ(pod.priority, kSystemNodeCriticalPriority);
+    EXPECT_EQ(pod.priority_class_name, "system-node-critical");
+    const auto plan = plan_kubelet_stop(config_ok(kTypicalConfig), pod);
+    ASSERT_TRUE(plan);
+    EXPECT_FALSE(plan->stops_at_start());
+  }
+}
+
+TEST(KubeletShutdown, ConfigDurationsAndGroupsAfterEveryYamlLineBreak) {
+  for (const auto br : kYamlLineBreaks) {
+    SCOPED_TRACE(testing::PrintToString(std::string(br)));
+    auto c = config_ok(
+        join_lines({"apiVersion: kubelet.config.k8s.io/v1beta1", "kind: KubeletConfiguration",
+                    "shutdownGracePeriod: 30s", "shutdownGracePeriodCriticalPods: 10s"},
+                   br));
+    EXPECT_EQ(c.grace_period, 30s);
+    EXPECT_EQ(c.critical_pods_period, 10s);
+    // One odd break in a file of LF lines, after the period and inside the list.
+    c = config_ok(
+        "kind: KubeletConfiguration\nshutdownGracePeriod: 45s" + std::string(br) +
+        "shutdownGracePeriodByPodPriority:\n- priority: 0\n  shutdownGracePeriodSeconds: 5" +
+        std::string(br) + "- priority: 2000001000" + std::string(br) +
+        "  shutdownGracePeriodSeconds: 40\n");
+    EXPECT_EQ(c.grace_period, 45s);
+    EXPECT_EQ(c.by_pod_priority,
+              (std::vector<kubelet_priority_group>{{0, 5}, {kSystemNodeCriticalPriority, 40}}));
+  }
+}
+
+// A plain scalar that YAML 1.1 reads as null (go-yaml v2's resolve(): "", "~", "null", "Null",
+// "NULL") leaves a field as kubelet's decoding leaves it: unset, or Go's zero.
+TEST(KubeletShutdown, EveryYamlNullLeavesTheDefault) {
+  for (const std::string null : {"", "~", "null", "Null", "NULL"}) {
+    SCOPED_TRACE(null);
+    const auto pod =
+        manifest_ok("kind: Pod\nspec:\n  priority: " + null + "\n  priorityClassName: " + null +
+                    "\n  terminationGracePeriodSeconds: " + null + "\n");
+    EXPECT_FALSE(pod.priority);
+    EXPECT_EQ(pod.priority_class_name, "");
+    EXPECT_FALSE(pod.termination_grace_seconds);
+    EXPECT_TRUE(
+        config_ok("kind: KubeletConfiguration\nshutdownGracePeriodByPodPriority: " + null + "\n")
+            .by_pod_priority.empty());
+    EXPECT_EQ(
+        config_ok("kind: KubeletConfiguration\nshutdownGracePeriodByPodPriority:\n- priority: " +
+                  null + "\n  shutdownGracePeriodSeconds: " + null + "\n")
+            .by_pod_priority,
+        (std::vector<kubelet_priority_group>{{0, 0}}));
+    // A null item of the list: Go's JSON decoding leaves that element a zero group.
+    EXPECT_EQ(config_ok("kind: KubeletConfiguration\nshutdownGracePeriodByPodPriority:\n- " + null +
+                        "\n- priority: 5\n  shutdownGracePeriodSeconds: 3\n")
+                  .by_pod_priority,
+              (std::vector<kubelet_priority_group>{{0, 0}, {5, 3}}));
+    // A metav1.Duration's UnmarshalJSON is called for null too and refuses "": kubelet does not
+    // start with it, so the shim does not read it as 0 either.
+    EXPECT_THAT(config_error("kind: KubeletConfiguration\nshutdownGracePeriod: " + null + "\n"),
+                HasSubstr("shutdownGracePeriod: null"));
+    EXPECT_THAT(
+        config_error("kind: KubeletConfiguration\nshutdownGracePeriodCriticalPods: " + null + "\n"),
+        HasSubstr("shutdownGracePeriodCriticalPods: null"));
+  }
+  // Quoted, they are strings: no number.
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priority: \"null\"\n"),
+              HasSubstr("spec.priority: must be a number"));
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priority: '~'\n"),
+              HasSubstr("spec.priority: must be a number"));
+}
+
+// Numbers that go-yaml reads as YAML 1.1 does (hex, octal, a sign, underscores, floats that
+// kubelet's JSON step turns into integers): refused, never read as something else.
+TEST(KubeletShutdown, RefusesNumbersKubeletReadsOtherThanAsDecimalDigits) {
+  for (const std::string n : {"0x10", "0X10", "010", "0o10", "+5", "1_000", "0b101", "-0b1", "30.0",
+                              "1e3", "2000001000.0", ".5", "1:30"}) {
+    SCOPED_TRACE(n);
+    EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priority: " + n + "\n"),
+                HasSubstr("spec.priority: '" + n + "'"));
+    EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  terminationGracePeriodSeconds: " + n + "\n"),
+                HasSubstr("spec.terminationGracePeriodSeconds: '" + n + "'"));
+    EXPECT_THAT(config_error("kind: KubeletConfiguration\nshutdownGracePeriodByPodPriority:\n"
+                             "- shutdownGracePeriodSeconds: " +
+                             n + "\n"),
+                HasSubstr("shutdownGracePeriodSeconds: '" + n + "'"));
+  }
+  // Infinity and NaN have no JSON form: kubelet's YAML-to-JSON step refuses the whole file.
+  for (const std::string n : {".inf", "-.Inf", ".nan"}) {
+    EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priority: " + n + "\n"),
+                HasSubstr("'" + n + "' has no JSON form"));
+  }
+  // What stays: plain decimal digits, with a minus sign where the field may be negative.
+  EXPECT_EQ(manifest_ok("kind: Pod\nspec:\n  priority: -5\n").priority, -5);
+  EXPECT_EQ(manifest_ok("kind: Pod\nspec:\n  priority: -0\n").priority, 0);
+  EXPECT_EQ(manifest_ok("kind: Pod\nspec:\n  priority: 0\n").priority, 0);
+}
+
+// What kubelet refuses, the shim does not read: a string field that YAML reads as another type, a
+// duration that is not a string, YAML that sigs.k8s.io/yaml cannot turn into JSON.
+TEST(KubeletShutdown, RefusesWhatKubeletRefuses) {
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priorityClassName: 5\n"),
+              HasSubstr("spec.priorityClassName: '5' is not a string"));
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priorityClassName: yes\n"),
+              HasSubstr("spec.priorityClassName: 'yes' is not a string"));
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priorityClassName: [a]\n"),
+              HasSubstr("spec.priorityClassName: must be a name"));
+  EXPECT_THAT(config_error("kind: KubeletConfiguration\nshutdownGracePeriod: 0\n"),
+              HasSubstr("shutdownGracePeriod: '0' is not a string"));
+  EXPECT_THAT(config_error("kind: KubeletConfiguration\nshutdownGracePeriod: true\n"),
+              HasSubstr("shutdownGracePeriod: 'true' is not a string"));
+  // Quoted or in a block scalar, a duration is a string.
+  EXPECT_EQ(config_ok("kind: KubeletConfiguration\nshutdownGracePeriod: \"0\"\n").grace_period, 0s);
+  EXPECT_EQ(config_ok("kind: KubeletConfiguration\nshutdownGracePeriod: >-\n  30s\n").grace_period,
+            30s);
+  EXPECT_EQ(manifest_ok("kind: Pod\nspec:\n  priorityClassName: |-\n    system-node-critical\n")
+                .priority_class_name,
+            "system-node-critical");
+  EXPECT_THAT(config_error("kind: KubeletConfiguration\nshutdownGracePeriod: |\n  30s\n"),
+              HasSubstr("shutdownGracePeriod"));  // "30s\n": Go's ParseDuration refuses it too
+  // .inf and .nan anywhere: encoding/json cannot write them, so kubelet reads nothing.
+  EXPECT_THAT(manifest_error("kind: Pod\nmetadata:\n  annotations:\n    a: .inf\nspec:\n"
+                             "  priority: 5\n"),
+              HasSubstr("line 4"));
+  // A key that is null: sigs.k8s.io/yaml refuses the file.
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  ~: 1\n  priority: 5\n"), HasSubstr("line 3"));
+  // A merge key would bring in values the shim does not follow.
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  <<: {priority: 5}\n"), HasSubstr("merge"));
+  // go-yaml v2 knows no "\/" escape (JSON's): it refuses the file.
+  EXPECT_THAT(manifest_error("kind: Pod\nspec:\n  priorityClassName: \"a\\/b\"\n  priority: 5\n"),
+              HasSubstr("\\/"));
+}
+
+// kubelet reads a file whose first non-blank character is '{' as JSON (apimachinery's
+// hasJSONPrefix), with Go's encoding/json: YAML that starts so is refused, as kubelet refuses it.
+TEST(KubeletShutdown, ReadsJsonAsJsonOnly) {
+  const auto pod =
+      manifest_ok(R"({"kind":"Pod","spec":{"priority":7,"priorityClassName":"a\/b"}})");
+  EXPECT_EQ(pod.priority, 7);
+  EXPECT_EQ(pod.priority_class_name, "a/b");
+  EXPECT_EQ(
+      manifest_ok("\r\n\t {\"kind\": \"Pod\",\r\n\t\"spec\": {\"priority\": 8}}\r\n").priority, 8);
+  EXPECT_THAT(manifest_error("{kind: Pod, spec: {priority: 5}}\n"), HasSubstr("JSON"));
+  EXPECT_THAT(manifest_error("{\"kind\": \"Pod\", # a comment\n\"spec\": {\"priority\": 5}}\n"),
+              HasSubstr("JSON"));
+  EXPECT_THAT(manifest_error("{\"kind\": \"Pod\", \"spec\": {\"priority\": 5},}"),
+              HasSubstr("JSON"));
+  EXPECT_THAT(manifest_error("{\"kind\": \"Pod\", \"spec\": {\"priority\": 5}} x"),
+              HasSubstr("JSON"));
+  EXPECT_THAT(manifest_error("{\"kind\": \"Pod\", \"spec\": {\"priority\": 5.0}}"),
+              HasSubstr("spec.priority: '5.0'"));
+  EXPECT_THAT(manifest_error("{\"kind\": \"Pod\", \"spec\": {\"priority\": \"5\"}}"),
+              HasSubstr("spec.priority: must be a number"));
+  // YAML before the brace (a comment, a document marker) makes it YAML again.
+  EXPECT_EQ(manifest_ok("# kube-apiserver\n{kind: Pod, spec: {priority: 5}}\n").priority, 5);
+  EXPECT_THAT(config_error(R"({"kind": "KubeletConfiguration", "shutdownGracePeriod": null})"),
+              HasSubstr("shutdownGracePeriod: null"));
 }
 
 TEST(KubeletShutdown, RecognisesKubeletsLockOnly) {

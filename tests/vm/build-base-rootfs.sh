@@ -12,7 +12,7 @@ mirror=http://deb.debian.org/debian
 packages=(
   systemd systemd-sysv dbus udev kmod linux-image-amd64
   # Run-time libraries of build-vm/src/shutdown-shim and tests/sandbox/fake_apiserver (ldd).
-  libsystemd0 libfmt9 libstdc++6
+  libsystemd0 libfmt9 libstdc++6 libyaml-0-2
 )
 
 debootstrap --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" "$suite" "$dir" "$mirror"
