@@ -187,7 +187,7 @@ class KubeletTest : public ShimTest {
       line += fmt::format(" apiserver_{}_ms={:.1f}", s.word, ms_between(t0, s.usec));
     }
     for (const auto& l : k.lines()) {
-      if (l.word == "SIGTERM" || l.word == "SIGKILL") {
+      if (l.word == "SIGTERM" || l.word == "SIGKILL" || l.word == "CRASH") {
         line += fmt::format(" kubelet_{}_ms={:.1f}", l.word, ms_between(t0, l.usec));
       }
     }
@@ -251,6 +251,29 @@ TEST_F(KubeletStandIn, KillsATargetThatOutlivesTheGrace) {
     if (l.word == "SIGKILL") kill_us = l.usec;
   }
   EXPECT_GE(kill_us, term_us + 1'000'000u) << "SIGKILL before the grace was over";
+}
+
+// A kubelet that dies during the shutdown, before its group's turn: no signal, and its lock goes
+// with the process, so logind goes on.
+TEST_F(KubeletStandIn, CrashesBeforeItsSigtermAndItsLockGoesWithIt) {
+  auto api = start_apiserver("kube-apiserver", api_delay("1s"));
+  ASSERT_FALSE(HasFailure());
+  auto k = start_kubelet("--target-pidfile=" + api.pidfile.string(), "3s", kKubeletGrace,
+                         {"--crash-after=500ms"});
+  ASSERT_TRUE(wait_kubelet_lock(k));
+
+  bool reached = false;
+  const auto t0 = reboot_until_target(&reached);
+  print_figures("standin_crash", t0, api, k);
+  EXPECT_TRUE(reached) << "no StartUnit(reboot.target): the crashed stand-in's lock stayed";
+  const auto status = k.process->wait_for_exit(kEventTimeout);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(sandbox::shell_exit_code(*status), 5) << sandbox::describe_wait_status(*status);
+  ASSERT_EQ(k.count("CRASH"), 1u);
+  EXPECT_EQ(k.count("SIGTERM"), 0u);
+  EXPECT_EQ(k.count("LOCK_RELEASED"), 0u) << "a crash releases nothing itself";
+  EXPECT_TRUE(api.signals().empty());
+  EXPECT_FALSE(sb().find_inhibitor("kubelet"));
 }
 
 // logind's limit shorter than kubelet's whole shutdown: kubelet writes 99-kubelet.conf and reloads
