@@ -346,7 +346,8 @@ TEST_F(ShimKubelet, StaticPodStoppedFirstGivesTheApiserverOneSigterm) {
   auto [api, s, k, line] = start_gns_node(files.flags(), kDrain, kExitTimeout, kKubeletFirstGroup,
                                           kKubeletGrace, "the shim sends no signal of its own");
   ASSERT_FALSE(HasFailure());
-  EXPECT_THAT(line, testing::HasSubstr("kubelet stops kube-apiserver at +0s and kills it at +20s"));
+  EXPECT_THAT(line,
+              testing::HasSubstr("SIGTERM reaches kube-apiserver at +0s and its SIGKILL at +20s"));
   EXPECT_THAT(line, testing::StartsWith("[+]kubelet-shutdown ok"));
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_cuts_drain"), 0.0);
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_second_signal"), 0.0);

@@ -37,7 +37,10 @@ kubelet_shutdown_config groups(std::vector<kubelet_priority_group> g) {
 }
 
 static_pod_priority pod(std::optional<std::int32_t> priority, std::int64_t grace = 150) {
-  return {.priority = priority, .priority_class_name = {}, .termination_grace_seconds = grace};
+  return {.priority = priority,
+          .priority_class_name = {},
+          .termination_grace_seconds = grace,
+          .namespace_name = "kube-system"};
 }
 
 kubelet_outlook outlook(kubelet_outlook::settings s, kubelet_shutdown_config c,
@@ -65,9 +68,9 @@ TEST(KubeletOutlook, AttachWithKubeletStoppingFirstLeavesTheSignalToKubelet) {
   EXPECT_FALSE(o.cuts_drain());
   EXPECT_FALSE(o.warning());
   EXPECT_EQ(o.summary(),
-            "kubelet (pid 812) holds a graceful-node-shutdown delay lock; kubelet stops "
-            "kube-apiserver at +0s and kills it at +150s (pod priority 0, group 1 of 2: priority "
-            "0, 150 seconds): the shim sends no signal of its own, kubelet's is the one");
+            "kubelet (pid 812) holds a graceful-node-shutdown delay lock; kubelet's SIGTERM "
+            "reaches kube-apiserver at +0s and its SIGKILL at +150s (pod priority 0, group 1 of 2: "
+            "priority 0, 150 seconds): the shim sends no signal of its own, kubelet's is the one");
   EXPECT_THAT(o.fields(),
               testing::Contains(std::pair<std::string, std::string>("shim_signals", "false")));
 }
@@ -104,7 +107,7 @@ TEST(KubeletOutlook, APriorityInALaterGroupMeansASecondSignal) {
   EXPECT_TRUE(o.second_signal());
   EXPECT_FALSE(o.cuts_drain());
   ASSERT_TRUE(o.warning());
-  EXPECT_THAT(*o.warning(), HasSubstr("between +0s and +30s"));
+  EXPECT_THAT(*o.warning(), HasSubstr("at +0s..+30s"));
   EXPECT_THAT(*o.warning(), HasSubstr("will be a second one"));
 }
 
@@ -128,7 +131,8 @@ TEST(KubeletOutlook, WithoutKubeletsLockTheFilesDecideNothing) {
   EXPECT_FALSE(o.cuts_drain());
   EXPECT_FALSE(o.warning());
   EXPECT_THAT(o.summary(), HasSubstr("kubelet holds no graceful-node-shutdown lock"));
-  EXPECT_THAT(o.summary(), HasSubstr("once its lock is listed: kubelet stops kube-apiserver"));
+  EXPECT_THAT(o.summary(),
+              HasSubstr("once its lock is listed: kubelet's SIGTERM reaches kube-apiserver"));
 }
 
 TEST(KubeletOutlook, KubeletsLockWithoutItsConfigIsAWarningInAttachModeOnly) {
