@@ -432,9 +432,10 @@ void shutdown_shim::on_preparing_read(bool preparing) {
       return on_prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
     }
     const auto unready_at = clock::time_point(std::chrono::microseconds(*shutdown_.unready_us));
-    runner_.feed(
-        [now = clock::now(), unready_at, cause = shutdown_.cause,
-         running = !alive.empty()](seq& s) { return s.resume(now, unready_at, cause, running); });
+    runner_.feed([now = clock::now(), unready_at, cause = shutdown_.cause,
+                  running = !alive.empty()](seq& s) {
+      return s.resume(now, unready_at, cause, running, false);
+    });
     return;
   }
   on_prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
