@@ -152,14 +152,21 @@ std::string window(seconds from, seconds to) {
 
 }  // namespace
 
+std::string kubelet_stop_plan::sigterm_window() const {
+  return window(sigterm_earliest, sigterm_latest);
+}
+
+std::string kubelet_stop_plan::sigkill_window() const {
+  return window(sigkill_earliest(), sigkill_latest());
+}
+
 std::string kubelet_stop_plan::describe() const {
   const auto& g = groups[group_index];
   return fmt::format(
       "kubelet's SIGTERM reaches kube-apiserver at {} and its SIGKILL at {} (pod priority {}, "
       "group {} of {}: priority {}, {} second{}{})",
-      window(sigterm_earliest, sigterm_latest), window(sigkill_earliest(), sigkill_latest()),
-      pod_priority, group_index + 1, groups.size(), g.priority, g.grace_seconds,
-      plural_s(g.grace_seconds),
+      sigterm_window(), sigkill_window(), pod_priority, group_index + 1, groups.size(), g.priority,
+      g.grace_seconds, plural_s(g.grace_seconds),
       grace.count() < g.grace_seconds ? fmt::format(", cut to the pod's {}s", grace.count()) : "");
 }
 

@@ -109,6 +109,9 @@ struct kubelet_stop_plan {
   std::chrono::seconds sigkill_latest() const { return sigterm_latest + grace; }
   // The group's grace is shorter than the pod's own, to which kube-apiserver's shutdown is sized.
   bool group_cuts_pod_grace() const { return grace < pod_grace; }
+  // "+0s..+20s", or "+0s" when the window is a moment.
+  std::string sigterm_window() const;
+  std::string sigkill_window() const;
   // "kubelet's SIGTERM reaches kube-apiserver at +0s..+20s and its SIGKILL at +10s..+30s (pod
   // priority 2000001000, group 2 of 2: priority 2000000000, 10 seconds)".
   std::string describe() const;
