@@ -12,24 +12,38 @@
 namespace shim {
 
 // What kubelet's graceful node shutdown (GNS) will do to kube-apiserver at the next shutdown, and
-// the shim's one policy about it (issue 13). Pure: the shim feeds it kubelet's lock as logind lists
-// it and the files as read; the check `kubelet-shutdown`, the metric, the log and the events are
-// rendered from it.
+// the shim's one policy about it (issues 13 and 19). Pure: the shim feeds it kubelet's lock as
+// logind lists it and the files as read; the check `kubelet-shutdown`, the metrics, the log and
+// the events are rendered from it.
 //
-// The policy:
-//   | mode            | what kubelet will do (its lock listed, the files read)  | the shim      |
-//   |-----------------|---------------------------------------------------------|---------------|
-//   | attach, sidecar | SIGTERM at +0 (a static pod in kubelet's first group)   | sends none:   |
-//   |                 |                                                         | kubelet's is  |
-//   |                 |                                                         | the one       |
-//   | attach, sidecar | SIGTERM later (a priority puts it in a later group)     | signals at +0 |
-//   |                 |                                                         | and reports   |
-//   |                 |                                                         | kubelet's as a|
-//   |                 |                                                         | second one    |
-//   | attach, sidecar | not known (no lock, or no usable --kubelet-config)      | signals at +0 |
-//   | wrapper         | anything: kubelet's SIGTERM reaches the shim, which     | signals at +0 |
-//   |                 | forwards once                                           |               |
-// In every mode a SIGKILL before drain-delay + exit-timeout is reported as a cut drain.
+// A second SIGTERM is always worse than a later first one: kube-apiserver exits at once on it,
+// dropping every request in flight, while a first one from kubelet at +T still starts its graceful
+// termination (its shutdown delay keeps it serving while the load balancer drains), and the shim's
+// /readyz is unready from +0 whoever signals. So the policy:
+//   | mode            | what kubelet will do                                  | the shim |
+//   |-----------------|-------------------------------------------------------|--------------------|
+//   | attach, sidecar | SIGTERM kube-apiserver at +a..+b, in whichever group  | sends none: counts
+//   | |                 | its priority puts it (kubelet's lock listed, config   | kubelet's as the
+//   | |                 | and manifest read, GNS on)                            | one, holds as
+//   ever | |                 |   ... but its lock goes while the target still runs   | one SIGTERM,
+//   at    | |                 |   (kubelet crashed, was stopped, gave up)             | once | |
+//   attach, sidecar | not known: no lock listed, a config that turns GNS    | signals at +0      |
+//   |                 | off, no manifest (kube-apiserver not known as its     | (with the lock | |
+//   | pod), a file unreadable, no config                    | listed: a warning) | | wrapper |
+//   anything: kubelet's SIGTERM reaches the shim, which   | signals at +0      | | | forwards once
+//   |                    |
+// In every mode a SIGKILL before drain-delay + exit-timeout, or one that cuts the pod's own
+// terminationGracePeriodSeconds (the group's grace is shorter), is reported as a cut drain, with
+// the kubelet setting that fixes it: in an OpenShift KubeletConfig when an operator renders the
+// manifest (an openshift- namespace), else in kubelet's config file; never an edit of what an
+// operator owns.
+//
+// The residual risk: kubelet sends its SIGTERM and then its lock goes before kube-apiserver has
+// exited (kubelet crashes or is restarted in between, or its group's grace runs out while the pod
+// still runs). The shim cannot see another process's signal, so it takes the lost lock for a
+// signal that never came and sends its own: a second one, on which kube-apiserver exits at once.
+// It is the one case left with two signals; without the fallback, a kubelet that died before its
+// group's turn would leave kube-apiserver with none until the reboot kills it.
 class kubelet_outlook {
  public:
   struct settings {
@@ -54,14 +68,16 @@ class kubelet_outlook {
   bool applies() const { return lock_pid_ || settings_.config_given || settings_.manifest_given; }
   // The pid holding kubelet's lock, as logind last listed it; none when it is not listed.
   const std::optional<std::uint32_t>& lock_pid() const { return lock_pid_; }
-  // kubelet's stop of kube-apiserver, when its lock is listed and its config known.
+  // kubelet's stop of kube-apiserver, when its lock is listed and both files are known.
   const std::optional<kubelet_stop_plan>& plan() const { return active_plan_; }
 
   // The policy: the shim sends no signal of its own, and counts kubelet's.
   bool leaves_signal_to_kubelet() const;
-  // kubelet's SIGKILL may come before drain-delay + exit-timeout.
+  // kubelet's SIGKILL may come before drain-delay + exit-timeout, or cut the pod's own grace.
   bool cuts_drain() const;
-  // kubelet's SIGTERM will be a second one after the shim's (attach or sidecar, a later group).
+  // The shim signals at +0 while kubelet's lock is listed but its plan is not known: if
+  // kube-apiserver is kubelet's pod, kubelet's SIGTERM will be a second one. Never when the plan
+  // is known (the shim then leaves the signal to kubelet), nor in wrapper mode.
   bool second_signal() const;
 
   // One line for the check and the events: what kubelet will do and what the shim does.
@@ -70,10 +86,13 @@ class kubelet_outlook {
   std::optional<std::string> warning() const;
   // For the event recorded at a shutdown.
   log_fields fields() const;
+  // kubelet's SIGTERM and SIGKILL windows, in seconds from the shutdown; empty without a plan.
+  log_fields window_fields() const;
 
  private:
   std::string plan_words() const;
   std::string cut_words() const;
+  std::string group_fix(std::int64_t seconds) const;
   void update();
 
   settings settings_;
@@ -81,6 +100,7 @@ class kubelet_outlook {
   std::optional<kubelet_stop_plan> file_plan_;  // what the files say, lock or not
   std::string file_error_;                      // why they cannot be used
   bool gns_off_ = false;                        // the config given turns GNS off
+  bool operator_manifest_ = false;              // static_pod_priority::rendered_by_operator()
   std::optional<std::uint64_t> dropin_usec_;
   std::optional<kubelet_stop_plan> active_plan_;
 };

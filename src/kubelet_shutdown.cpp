@@ -187,6 +187,7 @@ std::optional<kubelet_stop_plan> plan_kubelet_stop(const kubelet_shutdown_config
   kubelet_stop_plan p;
   p.groups = config.groups();
   if (p.groups.empty()) return std::nullopt;
+  p.by_pod_priority = !config.by_pod_priority.empty();
   p.pod_priority = pod.priority.value_or(0);
   // groupByPriority: sort.Search for the first group >= the priority, then one lower unless equal;
   // past the end, the last group.
@@ -206,25 +207,36 @@ std::optional<kubelet_stop_plan> plan_kubelet_stop(const kubelet_shutdown_config
   }
   p.sigterm_latest = seconds(before);
   p.period_requested = seconds(total);
-  const std::int64_t pod_grace =
-      pod.termination_grace_seconds.value_or(kDefaultTerminationGraceSeconds);
-  p.grace = seconds(std::min(p.groups[index].grace_seconds, pod_grace));
+  p.pod_grace = seconds(pod.termination_grace_seconds.value_or(kDefaultTerminationGraceSeconds));
+  p.grace = std::min(seconds(p.groups[index].grace_seconds), p.pod_grace);
   return p;
+}
+
+namespace {
+
+// "+20s", or "+0s..+20s" when it may come anywhere between the two.
+std::string window(seconds from, seconds to) {
+  if (from == to) return fmt::format("+{}s", from.count());
+  return fmt::format("+{}s..+{}s", from.count(), to.count());
+}
+
+}  // namespace
+
+std::string kubelet_stop_plan::sigterm_window() const {
+  return window(sigterm_earliest, sigterm_latest);
+}
+
+std::string kubelet_stop_plan::sigkill_window() const {
+  return window(sigkill_earliest(), sigkill_latest());
 }
 
 std::string kubelet_stop_plan::describe() const {
   const auto& g = groups[group_index];
-  const std::string when =
-      stops_at_start() ? "at +0s" : fmt::format("between +0s and +{}s", sigterm_latest.count());
-  const std::string kill = stops_at_start()
-                               ? fmt::format("at +{}s", grace.count())
-                               : fmt::format("between +{}s and +{}s", sigkill_earliest().count(),
-                                             sigkill_latest().count());
   return fmt::format(
-      "kubelet stops kube-apiserver {} and kills it {} (pod priority {}, group {} of {}: "
-      "priority {}, {} second{}{})",
-      when, kill, pod_priority, group_index + 1, groups.size(), g.priority, g.grace_seconds,
-      plural_s(g.grace_seconds),
+      "kubelet's SIGTERM reaches kube-apiserver at {} and its SIGKILL at {} (pod priority {}, "
+      "group {} of {}: priority {}, {} second{}{})",
+      sigterm_window(), sigkill_window(), pod_priority, group_index + 1, groups.size(), g.priority,
+      g.grace_seconds, plural_s(g.grace_seconds),
       grace.count() < g.grace_seconds ? fmt::format(", cut to the pod's {}s", grace.count()) : "");
 }
 
@@ -300,6 +312,15 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
   }
   static_pod_priority p;
   try {
+    if (const auto* metadata = root.find("metadata");
+        metadata && metadata->type == yaml_node::kind::mapping) {
+      if (const auto* n = metadata->find("namespace"); n && !is_null(*n)) {
+        if (n->type != yaml_node::kind::scalar) {
+          throw field_error("metadata.namespace: must be a name");
+        }
+        p.namespace_name = n->text;
+      }
+    }
     if (const auto* n = spec->find("priority"); n && !is_null(*n)) {
       p.priority = static_cast<std::int32_t>(integer(*n, "spec.priority",
                                                      std::numeric_limits<std::int32_t>::min(),

@@ -54,8 +54,8 @@ struct kubelet_priority_group {
 
 // kubelet's system-critical priority (scheduling.SystemCriticalPriority), migrateConfig's group.
 inline constexpr std::int32_t kSystemCriticalPriority = 2'000'000'000;
-// What kubeadm's control-plane pods would get from system-node-critical if static pods were
-// admitted: the fix an operator writes into the manifest.
+// system-node-critical's priority, which a static pod gets only from its manifest's `priority`:
+// kubeadm (its v1.31 manifests) and OpenShift's operator write it there next to the class name.
 inline constexpr std::int32_t kSystemNodeCriticalPriority = 2'000'001'000;
 // The API's default terminationGracePeriodSeconds.
 inline constexpr std::int64_t kDefaultTerminationGraceSeconds = 30;
@@ -81,6 +81,11 @@ struct static_pod_priority {
   std::optional<std::int32_t> priority;  // spec.priority
   std::string priority_class_name;       // spec.priorityClassName, ignored by kubelet
   std::optional<std::int64_t> termination_grace_seconds;  // spec.terminationGracePeriodSeconds
+  std::string namespace_name;                             // metadata.namespace
+
+  // An operator renders the manifest (OpenShift's cluster-kube-apiserver-operator writes it into
+  // openshift-kube-apiserver) and rewrites any edit of it: a fix must go elsewhere.
+  bool rendered_by_operator() const { return namespace_name.starts_with("openshift-"); }
 };
 
 // When kubelet stops the pod, relative to PrepareForShutdown. Lower groups with pods take up to
@@ -90,16 +95,25 @@ struct kubelet_stop_plan {
   std::int32_t pod_priority = 0;  // as kubelet sees it
   std::size_t group_index = 0;    // in groups
   std::vector<kubelet_priority_group> groups;
+  // The groups are shutdownGracePeriodByPodPriority's, not migrateConfig's of the two periods.
+  bool by_pod_priority = false;
   std::chrono::seconds sigterm_earliest{0};
   std::chrono::seconds sigterm_latest{0};
   std::chrono::seconds grace{0};             // SIGTERM to SIGKILL
+  std::chrono::seconds pod_grace{0};         // the pod's terminationGracePeriodSeconds
   std::chrono::seconds period_requested{0};  // all groups: what kubelet asks InhibitDelayMaxSec for
 
   // kubelet's SIGTERM comes at the very start of the shutdown, whatever else runs on the node.
   bool stops_at_start() const { return sigterm_latest.count() == 0; }
   std::chrono::seconds sigkill_earliest() const { return sigterm_earliest + grace; }
   std::chrono::seconds sigkill_latest() const { return sigterm_latest + grace; }
-  // "kubelet stops kube-apiserver at +0s and kills it at +10s (priority 0, group 0 of 2: 10s)".
+  // The group's grace is shorter than the pod's own, to which kube-apiserver's shutdown is sized.
+  bool group_cuts_pod_grace() const { return grace < pod_grace; }
+  // "+0s..+20s", or "+0s" when the window is a moment.
+  std::string sigterm_window() const;
+  std::string sigkill_window() const;
+  // "kubelet's SIGTERM reaches kube-apiserver at +0s..+20s and its SIGKILL at +10s..+30s (pod
+  // priority 2000001000, group 2 of 2: priority 2000000000, 10 seconds)".
   std::string describe() const;
 };
 

@@ -366,12 +366,14 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   }
   append_metric(out, "shutdown_shim_kubelet_cuts_drain", "gauge",
                 "Whether kubelet's graceful node shutdown will SIGKILL kube-apiserver before "
-                "drain delay plus exit timeout (1) or not, or not known (0); see the check "
-                "kubelet-shutdown.",
+                "drain delay plus exit timeout or before the pod's own grace (1) or not, or not "
+                "known (0); see the check kubelet-shutdown.",
                 status.kubelet.cuts_drain() ? 1 : 0);
   append_metric(out, "shutdown_shim_kubelet_second_signal", "gauge",
-                "Whether kubelet's graceful node shutdown will send kube-apiserver a SIGTERM "
-                "after the shim's (1) or not, or not known (0).",
+                "Whether kube-apiserver may get a second SIGTERM, kubelet's after the shim's (1): "
+                "kubelet's lock is listed but its plan not known, so the shim signals at once. "
+                "Always 0 when the plan is known (the shim then leaves the signal to kubelet) and "
+                "in wrapper mode.",
                 status.kubelet.second_signal() ? 1 : 0);
   fmt::format_to(std::back_inserter(out),
                  "# HELP shutdown_shim_signals_forwarded_total Signals sent to the target.\n"

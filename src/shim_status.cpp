@@ -29,11 +29,11 @@ namespace {
 
 // Every detail shown in /readyz?verbose and STATUS= goes through one_line(): a D-Bus error text
 // can span lines, and one line per check is the format. The longest the shim writes itself, the
-// kubelet-shutdown line with a second signal, a cut and a 99-kubelet.conf that disagrees, is 927
-// bytes with every number at its bound (KubeletOutlook.TheLongestLineIsNotCut); a file's parse
-// error or --ensure-inhibit-delay's outcome (a path, or a D-Bus error) may run past the cap, and is
-// cut there.
-constexpr std::size_t kMaxCheckDetail = 1024;
+// kubelet-shutdown line with every cut and fix (an OpenShift KubeletConfig among them) and a
+// 99-kubelet.conf that disagrees, is 1233 bytes with every number at its bound
+// (KubeletOutlook.TheLongestLineIsNotCut); a file's parse error or --ensure-inhibit-delay's outcome
+// (a path, or a D-Bus error) may run past the cap, and is cut there.
+constexpr std::size_t kMaxCheckDetail = 2048;
 // STATUS= as a whole: the drain or readiness, then each failed check.
 constexpr std::size_t kMaxStatusLine = 1024;
 
@@ -165,7 +165,7 @@ std::string status_line(const shim_status& status) {
   }
   if (status.logind_delay_too_short()) text += "; WARNING: logind InhibitDelayMaxSec too short";
   if (status.kubelet.cuts_drain()) text += "; WARNING: kubelet's SIGKILL cuts the drain";
-  if (status.kubelet.second_signal()) text += "; WARNING: kubelet sends a second SIGTERM";
+  if (status.kubelet.second_signal()) text += "; WARNING: kubelet may send a second SIGTERM";
   return one_line(text, kMaxStatusLine);
 }
 

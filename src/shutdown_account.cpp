@@ -5,7 +5,8 @@
 namespace shim {
 namespace {
 
-constexpr std::size_t kMaxKubeletWords = 1024;
+// The shim's KubeletShutdown words: at most 1233 bytes (shim_status.cpp).
+constexpr std::size_t kMaxKubeletWords = 2048;
 
 std::optional<double> seconds_between(const std::optional<std::int64_t>& from,
                                       const std::optional<std::int64_t>& to) {
@@ -30,9 +31,13 @@ void shutdown_account::add(const event_record& r) {
     last_us_ = r.monotonic_us;
   }
   if (r.event == "SignalForwarded" || r.event == "SignalLeftToKubelet") {
-    if (!signal_us_) {
+    // The first one counts, but for the shim's own after one left to kubelet: kubelet's lock went
+    // first, and the shim's signal was the one.
+    const bool taken_back = r.event == "SignalForwarded" && signal_by_kubelet_;
+    if (!signal_us_ || taken_back) {
       signal_us_ = r.monotonic_us;
       signal_by_kubelet_ = r.event == "SignalLeftToKubelet";
+      taken_back_ = taken_back;
     }
   } else if (r.event == "KubeletShutdown") {
     // The shim's own words, a few hundred bytes; bounded all the same, one per boot is kept.
@@ -67,10 +72,13 @@ shutdown_verdict shutdown_account::verdict(bool boot_over) const {
 std::string shutdown_account::detail(bool boot_over) const {
   switch (verdict(boot_over)) {
     case shutdown_verdict::clean:
-      return signal_by_kubelet_
-                 ? "kubelet sent the signal (the shim none), the drain ran in full, then the lock "
-                   "was released"
-                 : "signal forwarded, the drain ran in full, then the lock was released";
+      if (signal_by_kubelet_) {
+        return "the signal was left to kubelet (the shim sent none), the drain ran in full, then "
+               "the lock was released";
+      }
+      return taken_back_ ? "kubelet's lock went before kube-apiserver had exited and the shim "
+                           "sent the signal, the drain ran in full, then the lock was released"
+                         : "signal forwarded, the drain ran in full, then the lock was released";
     case shutdown_verdict::cancelled:
       return *cancel_cause_;
     case shutdown_verdict::no_signal:

@@ -21,7 +21,8 @@ namespace shim {
 //   | the records of the shutdown                                      | verdict       |
 //   |------------------------------------------------------------------|---------------|
 //   | ShutdownCancelled after ShutdownInitiated                        | cancelled     |
-// SignalLeftToKubelet (kubelet's graceful node shutdown sent it) counts as SignalForwarded.
+// SignalLeftToKubelet (the signal left to kubelet's graceful node shutdown) counts as
+// SignalForwarded; a SignalForwarded after it (kubelet's lock went first) is the signal then.
 //   | no SignalForwarded; the run's record before ShutdownInitiated is | no signal     |
 //   |   TargetExited (wrapper mode: the child ended on its own)        |               |
 //   | InhibitorReleased by the holding run, after SignalForwarded and  | clean         |
@@ -64,7 +65,8 @@ class shutdown_account {
   // Unready to the holding run's last record: how far into the hold its records go.
   std::optional<double> records_span() const;
   // What kubelet's graceful node shutdown was expected to do (the KubeletShutdown record), when
-  // the shim saw kubelet; whether the signal counted was kubelet's (SignalLeftToKubelet).
+  // the shim saw kubelet; whether the signal counted was left to kubelet (SignalLeftToKubelet,
+  // with no SignalForwarded after it).
   const std::string& kubelet() const { return kubelet_; }
   bool signal_by_kubelet() const { return signal_by_kubelet_; }
 
@@ -84,6 +86,7 @@ class shutdown_account {
   std::int64_t restarted_pid_ = 0;  // another run that Started while the hold was open
   std::string kubelet_;
   bool signal_by_kubelet_ = false;
+  bool taken_back_ = false;  // the shim's signal after one left to kubelet
 };
 
 }  // namespace shim

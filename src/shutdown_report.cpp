@@ -19,8 +19,8 @@ namespace {
 constexpr std::size_t kShortBootId = 8;
 constexpr std::size_t kMaxTrigger = 40;
 constexpr std::size_t kMaxDetail = 200;
-// The shim's KubeletShutdown words are about 500 bytes with the fix in them.
-constexpr std::size_t kMaxKubelet = 1024;
+// The shim's KubeletShutdown words, the fix in them: at most 1233 bytes (shim_status.cpp).
+constexpr std::size_t kMaxKubelet = 2048;
 
 // "--flag=value" or "--flag value", as the daemon's own flags.
 struct flag_parser {

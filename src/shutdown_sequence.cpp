@@ -161,15 +161,15 @@ shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool 
 }
 
 shutdown_sequence::actions shutdown_sequence::resume(time_point now, time_point unready_at,
-                                                     const std::string& cause,
-                                                     bool target_running) {
+                                                     const std::string& cause, bool target_running,
+                                                     bool left_to_kubelet) {
   actions out;
   if (phase_ != phase::idle && phase_ != phase::awaiting_target) return out;
   phase_ = phase::holding;
   unready_at_ = std::min(unready_at, now);
   stop_requested_ = false;
   decision_ = decision_state::forward;
-  kubelet_signals_ = false;
+  kubelet_signals_ = left_to_kubelet;
   signal_sent_ = true;
   signal_missed_ = false;
   drain_elapsed_ = false;
@@ -258,6 +258,17 @@ shutdown_sequence::actions shutdown_sequence::target_running() {
   if (phase_ != phase::awaiting_target) return out;
   phase_ = phase::idle;
   out.push_back(make(kind::become_ready, "a target is running again"));
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::kubelet_gone(time_point now) {
+  actions out;
+  if (phase_ != phase::holding || !kubelet_signals_ || !signal_sent_ || target_gone_) return out;
+  kubelet_signals_ = false;
+  out.push_back(
+      note("kubelet's lock went away before the target exited: the shim sends the signal itself"));
+  out.push_back(make(kind::forward_signal));
+  advance(now, out);
   return out;
 }
 

@@ -21,7 +21,7 @@ namespace shim {
 // State: a phase, plus what is known about the current shutdown. Only `holding` uses all of it:
 //   decision_      pending until the forwarding of a shim SIGTERM is decided (ask_system_state)
 //   kubelet_signals_ kubelet sends this shutdown's signal: count_kubelet_signal, at once, instead
-//                  of forward_signal after --signal-delay
+//                  of forward_signal after --signal-delay; cleared when kubelet's lock goes first
 //   signal_sent_   the forward_signal (count_kubelet_signal) action was given (or, resumed, an
 //                  earlier run sent it)
 //   signal_missed_ ...but no target was there to get it (no_target)
@@ -36,6 +36,8 @@ namespace shim {
 //   idle         target_exited    -> wrapper only: become_unready, exit; released
 //   holding      trigger (again)  -> note (never a second signal); a signal: notify_stopping
 //   holding      system_state     -> forward, or skip: release_inhibitor, exit; released
+//   holding      kubelet_gone     -> kubelet counted, the target not gone: note, forward_signal at
+//                                    once (the shim's one signal); otherwise nothing
 //   holding      timer/exit/none  -> advance: forward_signal (or count_kubelet_signal),
 //                                    DrainElapsed, release_inhibitor
 //                                    [, exit]; released
@@ -111,8 +113,10 @@ class shutdown_sequence {
   actions system_state(time_point now, bool stopping, const std::string& state);
   // A restarted shim finds the shutdown it signalled for still under way (its state file and
   // logind's PreparingForShutdown): hold on from unready_at, without a second signal.
+  // left_to_kubelet: the earlier run counted kubelet's signal and sent none, so kubelet_gone()
+  // still gives the shim's.
   actions resume(time_point now, time_point unready_at, const std::string& cause,
-                 bool target_running);
+                 bool target_running, bool left_to_kubelet);
   actions cancel(const std::string& cause);
   // The forward_signal action found no target (none running, or all had exited).
   actions no_target(time_point now, const std::string& why);
@@ -120,6 +124,11 @@ class shutdown_sequence {
   actions target_exited(time_point now, const std::string& detail);
   actions target_running();
   actions timer_expired(time_point now);
+  // kubelet's delay lock is no longer listed. When this hold counted kubelet's signal and the
+  // target still runs, kubelet will not send it now (it crashed, was stopped or gave up before its
+  // group's turn), so the shim sends its own, at once. A kubelet that signalled and then went is
+  // not told apart: its signal cannot be seen (see kubelet_outlook.hpp).
+  actions kubelet_gone(time_point now);
 
   // Unready because of a shutdown (not during a wait for the target after a cancel).
   bool draining() const { return phase_ == phase::holding || phase_ == phase::released; }

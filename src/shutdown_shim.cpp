@@ -384,9 +384,15 @@ void shutdown_shim::on_delay_locks(const std::vector<logind_inhibitor::listed_lo
   for (const auto& l : locks) {
     if (is_kubelet_inhibitor(l.what, l.who, l.why, l.mode, l.uid)) kubelet = l.pid;
   }
+  locks_listed_ = true;
   if (kubelet == status_.kubelet.lock_pid()) return;
+  // The kubelet that held it will not act on this shutdown any more (a new one, if any, took its
+  // lock after the shutdown began and never saw it).
+  const bool gone = status_.kubelet.lock_pid().has_value();
   if (kubelet) read_kubelet_files();
   status_.kubelet.set_lock(kubelet);
+  // First: if the hold counted on kubelet's signal, the shim's is due at once.
+  if (gone) runner_.feed([now = clock::now()](seq& s) { return s.kubelet_gone(now); });
   kubelet_changed();
 }
 
@@ -420,10 +426,12 @@ void shutdown_shim::on_preparing_read(bool preparing) {
   if (resumable_) {
     resumable_ = false;
     std::vector<pid_t> alive;
+    bool left_to_kubelet = false;
     for (const auto& s : shutdown_.signalled) {
       if (identify_process(s.process.pid) != s.process) continue;
       if (auto process = process_handle::open(s.process.pid)) {
         alive.push_back(s.process.pid);
+        left_to_kubelet = left_to_kubelet || s.left_to_kubelet;
         watch_attached(std::move(*process));
       }
     }
@@ -434,9 +442,14 @@ void shutdown_shim::on_preparing_read(bool preparing) {
       return on_prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
     }
     const auto unready_at = clock::time_point(std::chrono::microseconds(*shutdown_.unready_us));
-    runner_.feed(
-        [now = clock::now(), unready_at, cause = shutdown_.cause,
-         running = !alive.empty()](seq& s) { return s.resume(now, unready_at, cause, running); });
+    runner_.feed([now = clock::now(), unready_at, cause = shutdown_.cause, running = !alive.empty(),
+                  left_to_kubelet](seq& s) {
+      return s.resume(now, unready_at, cause, running, left_to_kubelet);
+    });
+    // logind's list came before this answer: a kubelet gone while no shim ran owes its signal.
+    if (left_to_kubelet && locks_listed_ && !status_.kubelet.lock_pid()) {
+      runner_.feed([now = clock::now()](seq& s) { return s.kubelet_gone(now); });
+    }
     return;
   }
   on_prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
@@ -653,7 +666,10 @@ void shutdown_shim::signal_child() {
 }
 
 // With signal_sender::kubelet nothing is sent: kubelet's graceful node shutdown sends it, and the
-// target is recorded and watched as if the shim had (so a restarted shim sends none either).
+// target is recorded as left to kubelet and watched as if the shim had signalled it (so a restarted
+// shim sends none either). With signal_sender::shim, a process left to kubelet gets the shim's one
+// signal (kubelet's lock went first) and is the shim's in the record from then on, so that a
+// restart after it sends none.
 void shutdown_shim::signal_attached(signal_sender sender) {
   const bool by_kubelet = sender == signal_sender::kubelet;
   const std::string sig = signal_name(cfg_.signal);
@@ -661,10 +677,12 @@ void shutdown_shim::signal_attached(signal_sender sender) {
   int sent = 0;
   for (pid_t pid : found.pids) {
     const auto identity = identify_process(pid);
-    if (signalled_.count(pid) || (identity && shutdown_.was_signalled(*identity))) {
+    auto* had = identity ? shutdown_.find(*identity) : nullptr;
+    const bool taken_back = had && had->left_to_kubelet && !by_kubelet;
+    if (!taken_back && (signalled_.count(pid) || had)) {
       log_.notice(
-          "already signalled (by this run or an earlier one) and still running; not "
-          "sending another",
+          "already signalled (by this run or an earlier one) or left to kubelet, and still "
+          "running; not sending another",
           {{"pid", std::to_string(pid)}});
       continue;
     }
@@ -672,24 +690,37 @@ void shutdown_shim::signal_attached(signal_sender sender) {
       auto process = process_handle::open(pid);
       if (!process || !identity) continue;
       // Recorded before it is sent: a crash in between loses a signal rather than sending two.
-      shutdown_.signalled.push_back({*identity, monotonic_us(clock::now()), cfg_.signal});
+      const auto now_us = monotonic_us(clock::now());
+      if (taken_back) {
+        had->left_to_kubelet = false;
+        had->signalled_us = now_us;
+      } else {
+        shutdown_.signalled.push_back({*identity, now_us, cfg_.signal, by_kubelet});
+      }
       save_record();
       if (by_kubelet) {
+        const auto& plan = status_.kubelet.plan();
+        log_fields fields{{"target_pid", std::to_string(pid)}};
+        for (auto& f : status_.kubelet.window_fields()) fields.push_back(std::move(f));
         events_.record(event_kind::SignalLeftToKubelet, status_.drain_cause,
-                       fmt::format("kubelet sends {} its SIGTERM; the shim sends none and counts "
-                                   "kubelet's as the one",
-                                   target_description()),
-                       {{"target_pid", std::to_string(pid)}});
+                       fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
+                                   "counts kubelet's as the one",
+                                   target_description(), plan ? plan->sigterm_window() : "?"),
+                       fields);
       } else {
         if (!process->send_signal(cfg_.signal)) continue;
         ++status_.signals_forwarded;
-        events_.record(event_kind::SignalForwarded, status_.drain_cause,
-                       fmt::format("sent {} to {}", sig, target_description()),
-                       {{"target_pid", std::to_string(pid)}, {"signal", sig}});
+        log_fields fields{{"target_pid", std::to_string(pid)}, {"signal", sig}};
+        if (taken_back) fields.emplace_back("instead_of", "kubelet");
+        events_.record(
+            event_kind::SignalForwarded, status_.drain_cause,
+            fmt::format("sent {} to {}{}", sig, target_description(),
+                        taken_back ? ": kubelet's lock went away before it had exited" : ""),
+            fields);
       }
       ++sent;
-      signalled_.insert(pid);
-      watch_attached(std::move(*process));
+      // One left to kubelet is watched since it was counted.
+      if (!taken_back) watch_attached(std::move(*process));
     } catch (const std::system_error& e) {
       log_.error("could not signal the target",
                  {{"pid", std::to_string(pid)}, {"error", e.what()}});

@@ -138,6 +138,7 @@ class shutdown_shim {
   std::unique_ptr<inhibit_delay_ensurer> ensurer_;
   bool bus_was_lost_ = false;
   bool first_attempt_done_ = false;
+  bool locks_listed_ = false;  // logind's locks were listed at least once (on_delay_locks)
 
   // The target: the child (wrapper mode), or processes found in attach mode.
   std::unique_ptr<child_process> child_;

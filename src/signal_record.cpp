@@ -21,6 +21,7 @@ namespace {
 
 constexpr std::string_view kFileName = "signalled";
 constexpr std::string_view kHeader = "shutdown-shim signal record 1";
+constexpr std::string_view kLeftToKubelet = "left_to_kubelet";
 // A record names a handful of processes; anything much larger is not ours.
 constexpr std::size_t kMaxBytes = 64 * 1024;
 
@@ -90,6 +91,12 @@ bool shutdown_record::was_signalled(const process_identity& p) const {
                      [&p](const signalled_process& s) { return s.process == p; });
 }
 
+shutdown_record::signalled_process* shutdown_record::find(const process_identity& p) {
+  const auto it = std::find_if(signalled.begin(), signalled.end(),
+                               [&p](const signalled_process& s) { return s.process == p; });
+  return it == signalled.end() ? nullptr : &*it;
+}
+
 signal_record::signal_record(std::filesystem::path dir) : dir_(std::move(dir)) {
   if (!dir_.empty()) file_ = dir_ / kFileName;
 }
@@ -125,7 +132,9 @@ result<shutdown_record> signal_record::load() const {
       record.unready_us = number;
     } else if (key == "cause") {
       record.cause = value;
-    } else if (auto p = key == "signalled" ? parse_signalled(value) : std::nullopt) {
+    } else if (auto p = key == "signalled" || key == kLeftToKubelet ? parse_signalled(value)
+                                                                    : std::nullopt) {
+      p->left_to_kubelet = key == kLeftToKubelet;
       record.signalled.push_back(*p);
     } else {
       return loaded::failure(fmt::format("{}: malformed line {:?}", file_.string(), line));
@@ -148,8 +157,8 @@ result<> signal_record::save(const shutdown_record& record) const {
   for (const auto& s : record.signalled) {
     // A process that has exited (or whose PID now names another one) needs no protection.
     if (identify_process(s.process.pid) != s.process) continue;
-    text += fmt::format("signalled={} {} {} {}\n", s.process.pid, s.process.start_time,
-                        s.signalled_us, s.signal);
+    text += fmt::format("{}={} {} {} {}\n", s.left_to_kubelet ? kLeftToKubelet : "signalled",
+                        s.process.pid, s.process.start_time, s.signalled_us, s.signal);
   }
   try {
     // Saved on the loop, between the shutdown's cue and the first 503, and again before the signal:

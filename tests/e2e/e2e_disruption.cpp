@@ -22,7 +22,10 @@
 // exits at once on the second: --check wants failed requests there. With the node set up as
 // docs/install.md says and the shim given kubelet's files, as its unit does by default (shim-gns:
 // --kubelet-config and --static-pod-manifest), the shim sends nothing and counts kubelet's signal
-// as its own: --check wants one SIGTERM, exit 0 and no failure.
+// as its own: --check wants one SIGTERM, exit 0 and no failure. shim-gns-priority (issue 19) is the
+// same with kubeadm's current manifest (priority 2000001000, as OpenShift's): kubelet's critical
+// group, whose SIGTERM comes after the other group's grace (scaled down to 3 s); the shim, unready
+// from +0, leaves the signal to kubelet all the same: the same criterion.
 //
 // Exit status: 0 all scenarios ran (and, with --check, met the pass criterion), 1 otherwise,
 // 2 usage, 77 cannot run here (not root, no haproxy) unless CI=true.
@@ -105,6 +108,7 @@ const std::vector<std::string> kAllScenarios = {"baseline-no-signal",
                                                 "shim-cancel",
                                                 "shim-gns-naive",
                                                 "shim-gns",
+                                                "shim-gns-priority",
                                                 "baseline-apiserver-crash",
                                                 "shim-apiserver-crash",
                                                 "baseline-apiserver-hang",
@@ -162,7 +166,7 @@ std::optional<std::string> flag(std::string_view arg, std::string_view name) {
       "  [--lb-mode=tcp|http] [--lb-retries=1] [--out-dir=DIR] [--scenario=NAME]... [--check]\n"
       "scenarios: baseline-no-signal baseline-apiserver-delay shim-attach shim-wrapper "
       "shim-cancel\n"
-      "  shim-gns-naive shim-gns baseline-apiserver-crash shim-apiserver-crash\n"
+      "  shim-gns-naive shim-gns shim-gns-priority baseline-apiserver-crash shim-apiserver-crash\n"
       "  baseline-apiserver-hang shim-apiserver-hang\n",
       error);
   std::exit(2);
@@ -315,22 +319,34 @@ std::vector<std::string> apiserver_argv(const std::string& binary, const std::st
 // reached fake_apiserver as one (the kernel merges a pending signal with a second), which would
 // hide shim-gns-naive's double signal by luck.
 constexpr double kKubeletFirstGroupDelayS = 0.3;
+// shim-gns-priority: the non-critical group's whole grace before the critical group's turn (MCO's
+// 90 s / 60 s on a two-node OpenShift gives it 30 s; scaled down), the longest kubelet takes.
+constexpr long long kKubeletNormalGroupS = 3;
 
 // The apiserver's grace in kubelet's whole seconds: at least the drain and the exit timeout, so
-// that kubelet's SIGKILL cuts neither.
-long long kubelet_grace_s(const settings& s) {
-  return std::llround(std::ceil(s.drain_s + s.exit_timeout_s));
+// that kubelet's SIGKILL cuts neither, and at least the pod's own (the API's 30 s default where
+// the manifest says none, as kubeadm's current one), which a shorter group grace would cut.
+long long kubelet_grace_s(const settings& s, const std::string& scenario) {
+  const long long hold = std::llround(std::ceil(s.drain_s + s.exit_timeout_s));
+  return scenario == "shim-gns-priority" ? std::max(hold, 30LL) : hold;
+}
+
+// When the stand-in's SIGTERM comes: at once for a static pod in kubelet's first group, after the
+// lower group's grace for one in the critical group.
+double kubelet_sigterm_delay_s(const std::string& scenario) {
+  return scenario == "shim-gns-priority" ? static_cast<double>(kKubeletNormalGroupS)
+                                         : kKubeletFirstGroupDelayS;
 }
 
 std::vector<std::string> kubelet_argv(const std::string& binary, const std::string& bus_address,
                                       const fs::path& api_pidfile, const fs::path& log,
-                                      const settings& s) {
+                                      const settings& s, const std::string& scenario) {
   // Attach mode: the apiserver is the container's PID 1, the process the runtime signals.
   return {binary,
           "--address=" + bus_address,
           "--target-pidfile=" + api_pidfile.string(),
-          "--sigterm-delay=" + seconds(kKubeletFirstGroupDelayS),
-          fmt::format("--grace={}s", kubelet_grace_s(s)),
+          "--sigterm-delay=" + seconds(kubelet_sigterm_delay_s(scenario)),
+          fmt::format("--grace={}s", kubelet_grace_s(s, scenario)),
           "--log=" + log.string()};
 }
 
@@ -342,7 +358,7 @@ std::vector<std::string> kubelet_argv(const std::string& binary, const std::stri
 // InhibitDelayMaxSec (drain + exit timeout + 30 s). Both files say what the stand-in does: SIGTERM
 // at the start, SIGKILL after kubelet_grace_s.
 void write_kubelet_files(const fs::path& config, const fs::path& manifest, const settings& s) {
-  const long long grace = kubelet_grace_s(s);
+  const long long grace = kubelet_grace_s(s, "shim-gns");
   std::ofstream(config, std::ios::trunc) << fmt::format(
       "apiVersion: kubelet.config.k8s.io/v1beta1\n"
       "kind: KubeletConfiguration\n"
@@ -372,6 +388,50 @@ void write_kubelet_files(const fs::path& config, const fs::path& manifest, const
       "  priorityClassName: system-node-critical\n"
       "  terminationGracePeriodSeconds: {}\n",
       seconds(s.drain_s), grace);
+}
+
+// shim-gns-priority's files: kube-apiserver's manifest as kubeadm v1.31 writes it (`priority:
+// 2000001000` next to the class name, no terminationGracePeriodSeconds: the API's 30 s), and the
+// two periods (shutdownGracePeriod, shutdownGracePeriodCriticalPods) whose critical group, where
+// that priority falls, gets the pod's grace after the other group's kKubeletNormalGroupS. Both say
+// what the stand-in does: SIGTERM at +0..+3 s, SIGKILL after kubelet_grace_s.
+void write_kubelet_priority_files(const fs::path& config, const fs::path& manifest,
+                                  const settings& s) {
+  const long long critical = kubelet_grace_s(s, "shim-gns-priority");
+  std::ofstream(config, std::ios::trunc) << fmt::format(
+      "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+      "kind: KubeletConfiguration\n"
+      "shutdownGracePeriod: {}s\n"
+      "shutdownGracePeriodCriticalPods: {}s\n",
+      kKubeletNormalGroupS + critical, critical);
+  std::ofstream(manifest, std::ios::trunc) << fmt::format(
+      "apiVersion: v1\n"
+      "kind: Pod\n"
+      "metadata:\n"
+      "  annotations:\n"
+      "    kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint: 127.0.0.1:6443\n"
+      "  creationTimestamp: null\n"
+      "  labels:\n"
+      "    component: kube-apiserver\n"
+      "    tier: control-plane\n"
+      "  name: kube-apiserver\n"
+      "  namespace: kube-system\n"
+      "spec:\n"
+      "  containers:\n"
+      "  - command:\n"
+      "    - kube-apiserver\n"
+      "    - --shutdown-delay-duration={}\n"
+      "    image: registry.k8s.io/kube-apiserver:v1.31.2\n"
+      "    imagePullPolicy: IfNotPresent\n"
+      "    name: kube-apiserver\n"
+      "  hostNetwork: true\n"
+      "  priority: 2000001000\n"
+      "  priorityClassName: system-node-critical\n"
+      "  securityContext:\n"
+      "    seccompProfile:\n"
+      "      type: RuntimeDefault\n"
+      "status: {{}}\n",
+      seconds(s.drain_s));
 }
 
 bool has_timed_line(const fs::path& log, const std::string& word) {
@@ -624,7 +684,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     // kubelet, which runs the static pod, holds its lock before the shim starts.
     if (runs_kubelet(name)) {
       kubelet = &a.spawn("fake-kubelet", kubelet_argv(tools.fake_kubelet, a.bus_address(), pidfile,
-                                                      kubelet_log, s));
+                                                      kubelet_log, s, name));
       if (!wait_kubelet_watching(a, *kubelet, kubelet_log))
         return fail("node A's kubelet did not take its lock");
     }
@@ -632,8 +692,12 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
       auto argv = shim_argv(tools.shim, a_shim, s, event_log);
       // The fault baselines run the shim as it was before issue 9: no target, no upstream check.
       if (is_shim_scenario(name)) argv.push_back("--target-pidfile=" + pidfile.string());
-      if (name == "shim-gns") {
-        write_kubelet_files(kubelet_config, static_pod_manifest, s);
+      if (name == "shim-gns" || name == "shim-gns-priority") {
+        if (name == "shim-gns") {
+          write_kubelet_files(kubelet_config, static_pod_manifest, s);
+        } else {
+          write_kubelet_priority_files(kubelet_config, static_pod_manifest, s);
+        }
         argv.push_back("--kubelet-config=" + kubelet_config.string());
         argv.push_back("--static-pod-manifest=" + static_pod_manifest.string());
       }
@@ -804,7 +868,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   } else if (shim) {
     for (const auto& e : sandbox::read_event_log(event_log)) {
       if (e.event == "ShutdownInitiated" && !unready) unready = e.monotonic_us;
-      // shim-gns: the policy of issue 13 at work (kubelet's SIGTERM counted as the shim's).
+      // shim-gns*: the policy at work (kubelet's SIGTERM counted as the shim's).
       if (e.event == "SignalLeftToKubelet")
         res.markers.push_back({"shim " + e.event, e.monotonic_us});
     }
@@ -1086,7 +1150,8 @@ int main(int argc, char** argv) {
         fmt::print("FAIL {}: {} failed requests with the shim (want 0)\n", r.name, r.failed());
         ok = false;
       }
-      if (r.name == "shim-gns" && (r.apiserver_sigterms != 1u || r.apiserver_exit != "0")) {
+      const bool left_to_kubelet = r.name == "shim-gns" || r.name == "shim-gns-priority";
+      if (left_to_kubelet && (r.apiserver_sigterms != 1u || r.apiserver_exit != "0")) {
         fmt::print(
             "FAIL {}: the apiserver got {} SIGTERMs and exited {} (want 1, kubelet's, and exit "
             "0)\n",

@@ -1,20 +1,22 @@
-// Issue 13: the shim on a node where kubelet's graceful node shutdown (GNS) holds a delay lock of
-// its own and stops kube-apiserver's static pod itself. fake_kubelet (tests/sandbox) plays kubelet
-// on the real logind: same lock, and at PrepareForShutdown(true) a SIGTERM to the container's PID 1
-// after --sigterm-delay, a SIGKILL --grace later. A static pod without `priority` falls in the
-// lowest priority group, which kubelet stops first: SIGTERM at +0 (kubernetes#113940, #133442).
+// Issues 13 and 19: the shim on a node where kubelet's graceful node shutdown (GNS) holds a delay
+// lock of its own and stops kube-apiserver's static pod itself. fake_kubelet (tests/sandbox) plays
+// kubelet on the real logind: same lock, and at PrepareForShutdown(true) a SIGTERM to the
+// container's PID 1 after --sigterm-delay (its priority group's turn), a SIGKILL --grace later, or
+// with --crash-after an exit without either. A static pod without `priority` falls in the lowest
+// priority group, which kubelet stops first: SIGTERM at +0 (kubernetes#113940, #133442); kubeadm's
+// current manifest and OpenShift's say `priority: 2000001000`: the critical group, later.
 //
 // Suites:
 //  - KubeletStandIn: fake_kubelet itself looks to logind as kubelet does, and raises logind's
 //    InhibitDelayMaxSec with 99-kubelet.conf as kubelet does (or fails as kubelet fails).
 //  - ShimKubeletWrapper: wrapper mode, where kubelet's SIGTERM reaches the shim (the container's
 //    PID 1), which forwards once: one SIGTERM reaches the apiserver today.
-//  - ShimKubelet: attach mode with --kubelet-config and --static-pod-manifest, the policy of issue
-//    13 (src/kubelet_outlook.hpp): kubelet stopping kube-apiserver first means no signal from the
-//    shim (the base shim gave 2 SIGTERMs: exit at +0.3 s with code 1 instead of +6 s with 0); a
-//    priority that puts it in a later group means the shim's signal at +0 and kubelet's second one,
-//    reported before the shutdown; a SIGKILL before the drain is over is reported before the
-//    shutdown and shown in the event log after it.
+//  - ShimKubelet: attach and sidecar mode with --kubelet-config and --static-pod-manifest, the
+//    policy of src/kubelet_outlook.hpp: whichever group kubelet stops kube-apiserver in, the shim
+//    sends no signal and kubelet's is the one (the base shim gave 2 SIGTERMs in the first group,
+//    and issue 13's shim 2 in a later one: exit 1 on the second); a kubelet gone before its
+//    SIGTERM means the shim's one, at once, never a second after a restart; a SIGKILL before the
+//    drain is over is reported before the shutdown and shown in the event log after it.
 
 #include <fmt/core.h>
 #include <gmock/gmock.h>
@@ -52,6 +54,12 @@ struct kubelet_standin {
     std::size_t n = 0;
     for (const auto& l : lines()) n += l.word == word;
     return n;
+  }
+  std::optional<std::uint64_t> first(const std::string& word) const {
+    for (const auto& l : lines()) {
+      if (l.word == word) return l.usec;
+    }
+    return std::nullopt;
   }
 };
 
@@ -156,9 +164,11 @@ class KubeletTest : public ShimTest {
   gns_node start_gns_node(const std::vector<std::string>& shim_flags, const std::string& drain,
                           const std::string& exit_timeout, const std::string& sigterm_delay,
                           const std::string& grace, const std::string& expect,
-                          const std::string& forward_on_sigterm = "auto") {
+                          const std::string& forward_on_sigterm = "auto",
+                          const std::vector<std::string>& kubelet_flags = {},
+                          const std::string& apiserver_delay = kApiserverDelay) {
     gns_node n;
-    n.api = start_apiserver("kube-apiserver", api_delay(kApiserverDelay));
+    n.api = start_apiserver("kube-apiserver", api_delay(apiserver_delay));
     if (HasFailure()) return n;
     auto o = attach_to(n.api, drain, exit_timeout);
     o.extra_flags = shim_flags;
@@ -169,7 +179,8 @@ class KubeletTest : public ShimTest {
       ADD_FAILURE() << "the shim never took its lock";
       return n;
     }
-    n.k = start_kubelet("--target-pidfile=" + n.api.pidfile.string(), sigterm_delay, grace);
+    n.k = start_kubelet("--target-pidfile=" + n.api.pidfile.string(), sigterm_delay, grace,
+                        kubelet_flags);
     if (!wait_kubelet_lock(n.k)) {
       ADD_FAILURE() << "the stand-in never took its lock";
       return n;
@@ -177,6 +188,35 @@ class KubeletTest : public ShimTest {
     n.line = wait_kubelet_check(n.s, expect);
     note("kubelet-shutdown: " + n.line);
     return n;
+  }
+
+  // The apiserver had one SIGTERM, kubelet's, no earlier than its group's turn (sigterm_delay_s
+  // after the reboot at t0, the end of kubelet's window) and exited 0 (exit 1 is its answer to a
+  // second one); the event log shows kubelet's signal counted with its window, none of the shim's,
+  // and a hold released only once the apiserver had exited.
+  void expect_kubelets_signal_only(const shim& s, const apiserver& api, const kubelet_standin& k,
+                                   std::uint64_t t0, unsigned sigterm_delay_s) {
+    EXPECT_EQ(k.count("SIGTERM"), 1u) << "kubelet's stand-in never signalled the apiserver";
+    const auto sigs = api.signals();
+    ASSERT_EQ(sigs.size(), 1u) << "the apiserver must get exactly one SIGTERM";
+    EXPECT_GE(sigs[0].usec, t0 + sigterm_delay_s * 1'000'000u)
+        << "a SIGTERM before kubelet's group's turn";
+    ASSERT_FALSE(api.lifecycle().empty());
+    EXPECT_EQ(api.lifecycle().back().word, "EXIT");
+    EXPECT_EQ(api.lifecycle().back().detail, "0");
+    EXPECT_EQ(s.count_events("SignalForwarded"), 0u);
+    ASSERT_EQ(s.count_events("SignalLeftToKubelet"), 1u);
+    const auto left = s.first_event("SignalLeftToKubelet");
+    EXPECT_EQ(sandbox::json_string_field(left->line, "kubelet_sigterm_earliest_s"), "0");
+    EXPECT_EQ(sandbox::json_string_field(left->line, "kubelet_sigterm_latest_s"),
+              std::to_string(sigterm_delay_s));
+    const auto expected = s.first_event("KubeletShutdown");
+    ASSERT_TRUE(expected);
+    EXPECT_EQ(sandbox::json_string_field(expected->line, "shim_signals"), "false");
+    const auto released = s.first_event("InhibitorReleased");
+    ASSERT_TRUE(released);
+    ASSERT_TRUE(api.lifecycle_at("EXIT"));
+    EXPECT_GE(released->monotonic_us, *api.lifecycle_at("EXIT"));
   }
 
   // "FIGURES ..." with every SIGTERM the apiserver logged and kubelet's, relative to the reboot.
@@ -187,7 +227,7 @@ class KubeletTest : public ShimTest {
       line += fmt::format(" apiserver_{}_ms={:.1f}", s.word, ms_between(t0, s.usec));
     }
     for (const auto& l : k.lines()) {
-      if (l.word == "SIGTERM" || l.word == "SIGKILL") {
+      if (l.word == "SIGTERM" || l.word == "SIGKILL" || l.word == "CRASH") {
         line += fmt::format(" kubelet_{}_ms={:.1f}", l.word, ms_between(t0, l.usec));
       }
     }
@@ -251,6 +291,29 @@ TEST_F(KubeletStandIn, KillsATargetThatOutlivesTheGrace) {
     if (l.word == "SIGKILL") kill_us = l.usec;
   }
   EXPECT_GE(kill_us, term_us + 1'000'000u) << "SIGKILL before the grace was over";
+}
+
+// A kubelet that dies during the shutdown, before its group's turn: no signal, and its lock goes
+// with the process, so logind goes on.
+TEST_F(KubeletStandIn, CrashesBeforeItsSigtermAndItsLockGoesWithIt) {
+  auto api = start_apiserver("kube-apiserver", api_delay("1s"));
+  ASSERT_FALSE(HasFailure());
+  auto k = start_kubelet("--target-pidfile=" + api.pidfile.string(), "3s", kKubeletGrace,
+                         {"--crash-after=500ms"});
+  ASSERT_TRUE(wait_kubelet_lock(k));
+
+  bool reached = false;
+  const auto t0 = reboot_until_target(&reached);
+  print_figures("standin_crash", t0, api, k);
+  EXPECT_TRUE(reached) << "no StartUnit(reboot.target): the crashed stand-in's lock stayed";
+  const auto status = k.process->wait_for_exit(kEventTimeout);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(sandbox::shell_exit_code(*status), 5) << sandbox::describe_wait_status(*status);
+  ASSERT_EQ(k.count("CRASH"), 1u);
+  EXPECT_EQ(k.count("SIGTERM"), 0u);
+  EXPECT_EQ(k.count("LOCK_RELEASED"), 0u) << "a crash releases nothing itself";
+  EXPECT_TRUE(api.signals().empty());
+  EXPECT_FALSE(sb().find_inhibitor("kubelet"));
 }
 
 // logind's limit shorter than kubelet's whole shutdown: kubelet writes 99-kubelet.conf and reloads
@@ -323,7 +386,8 @@ TEST_F(ShimKubelet, StaticPodStoppedFirstGivesTheApiserverOneSigterm) {
   auto [api, s, k, line] = start_gns_node(files.flags(), kDrain, kExitTimeout, kKubeletFirstGroup,
                                           kKubeletGrace, "the shim sends no signal of its own");
   ASSERT_FALSE(HasFailure());
-  EXPECT_THAT(line, testing::HasSubstr("kubelet stops kube-apiserver at +0s and kills it at +20s"));
+  EXPECT_THAT(line,
+              testing::HasSubstr("SIGTERM reaches kube-apiserver at +0s and its SIGKILL at +20s"));
   EXPECT_THAT(line, testing::StartsWith("[+]kubelet-shutdown ok"));
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_cuts_drain"), 0.0);
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_second_signal"), 0.0);
@@ -404,6 +468,8 @@ TEST_F(ShimKubelet, KubeletsLockWithoutItsConfigIsAWarning) {
   EXPECT_THAT(line, testing::HasSubstr(fmt::format("kubelet (pid {})", k.process->pid())));
   EXPECT_THAT(line, testing::HasSubstr("give --kubelet-config and --static-pod-manifest"));
   EXPECT_TRUE(wait_shim_ready(s)) << "informational: never a readiness failure";
+  EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_second_signal"), 1.0)
+      << "the shim signals at +0 and kubelet may too";
   const auto log = sandbox::read_text_file(s.log);
   // A WARNING, in the JSON lines the harness asks for.
   EXPECT_THAT(log, testing::HasSubstr("\"level\":\"warning\",\"msg\":\"kubelet (pid"));
@@ -420,17 +486,18 @@ TEST_F(ShimKubelet, KubeletsLockWithoutItsConfigIsAWarning) {
   EXPECT_FALSE(left) << "kubelet's lock is gone but the shim still says: " << *left;
 }
 
-// The priority fix in the manifest puts kube-apiserver in kubelet's last group: kubelet's SIGTERM
-// comes after the lower groups (here 3 s, the drain). The shim signals at +0 as before, and says
-// before the shutdown that kubelet's will be a second one.
-TEST_F(ShimKubelet, PriorityInALaterGroupSignalsAtStartAndReportsTheSecondSignal) {
+// kube-apiserver in a later priority group, as kubeadm's manifest (`priority: 2000001000`) and
+// OpenShift's put it: kubelet's SIGTERM comes after the lower groups (here 3 s, the drain). This
+// case showed the old policy (issue 13): the shim signalled at +0 and reported kubelet's SIGTERM as
+// a second one, and two reached the apiserver, which exited at once on the second. Now (issue 19)
+// the shim leaves the signal to kubelet whatever its group: one SIGTERM, kubelet's, at +3 s, which
+// still starts the apiserver's graceful termination while the shim's /readyz is unready from +0.
+TEST_F(ShimKubelet, PriorityInALaterGroupLeavesTheSignalToKubelet) {
   const auto files = write_kubelet_files({{0, 3}, {2000000000, 20}}, 2000001000, 20);
   auto [api, s, k, line] = start_gns_node(files.flags(), kDrain, kExitTimeout, kDrain,
-                                          kKubeletGrace, "will be a second one");
+                                          kKubeletGrace, "the shim sends no signal of its own");
   ASSERT_FALSE(HasFailure());
-  EXPECT_THAT(line, testing::HasSubstr("between +0s and +3s"));
-  EXPECT_THAT(line, testing::HasSubstr("remove the static pod's priority"));
-  EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_second_signal"), 1.0);
+  EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_second_signal"), 0.0);
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_cuts_drain"), 0.0);
 
   bool reached = false;
@@ -438,18 +505,120 @@ TEST_F(ShimKubelet, PriorityInALaterGroupSignalsAtStartAndReportsTheSecondSignal
   ASSERT_TRUE(api.process->wait_for_exit(kEventTimeout));
   print_figures("gns_attach_priority", t0, api, k);
   EXPECT_TRUE(reached);
-  // One signal from the shim, at the start.
-  EXPECT_EQ(s.count_events("SignalForwarded"), 1u);
-  EXPECT_EQ(s.count_events("SignalLeftToKubelet"), 0u);
-  const auto sigs = api.signals();
-  ASSERT_GE(sigs.size(), 1u);
-  EXPECT_LT(sigs[0].usec, t0 + 1'000'000u) << "the shim's signal comes at the start";
-  // kubelet's came after its lower group's 3 s: the second one, as reported.
-  EXPECT_EQ(k.count("SIGTERM"), 1u);
-  const auto expected = s.first_event("KubeletShutdown");
-  ASSERT_TRUE(expected);
-  EXPECT_THAT(expected->line, testing::HasSubstr("\"shim_signals\":\"true\""));
-  EXPECT_THAT(expected->message, testing::HasSubstr("will be a second one"));
+  expect_kubelets_signal_only(s, api, k, t0, 3);
+}
+
+// The same node with the shim as a sidecar of kube-apiserver's static pod: kubelet stops the whole
+// pod when its group's turn comes, the shim's container with it (--forward-on-sigterm=never).
+TEST_F(ShimKubelet, PriorityInALaterGroupSidecarLeavesTheSignalToKubelet) {
+  const auto files = write_kubelet_files({{0, 3}, {2000000000, 20}}, 2000001000, 20);
+  auto [api, s, k, line] =
+      start_gns_node(files.flags(), kDrain, kExitTimeout, kDrain, kKubeletGrace,
+                     "the shim sends no signal of its own", "never");
+  ASSERT_FALSE(HasFailure());
+
+  const auto t0 = sb().reboot();
+  // The runtime stops the pod's other container, the shim, as it stops kube-apiserver.
+  const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
+  while (k.count("SIGTERM") == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  s.process->signal(SIGTERM);
+  const auto start = sb().wait_for_start_unit("reboot.target", kEventTimeout, t0);
+  ASSERT_TRUE(api.process->wait_for_exit(kEventTimeout)) << "the apiserver never exited";
+  print_figures("gns_sidecar_priority", t0, api, k);
+  EXPECT_TRUE(start) << "no StartUnit(reboot.target)";
+  expect_kubelets_signal_only(s, api, k, t0, 3);
+  EXPECT_TRUE(s.process->wait_for_exit(kEventTimeout)) << "the stopped shim never exited";
+}
+
+// kubelet dies before its group's turn (here at +1.5 s of its 3 s): its lock goes with it, and
+// nobody else will signal kube-apiserver. The shim sends its one SIGTERM as soon as logind's list
+// no longer shows kubelet's lock, and none before.
+TEST_F(ShimKubelet, KubeletGoneBeforeItsSigtermTheShimSignalsAtOnce) {
+  const auto files = write_kubelet_files({{0, 3}, {2000000000, 20}}, 2000001000, 20);
+  auto n = start_gns_node(files.flags(), kDrain, kExitTimeout, kDrain, kKubeletGrace,
+                          "the shim sends no signal of its own", "auto", {"--crash-after=1500ms"});
+  ASSERT_FALSE(HasFailure());
+
+  bool reached = false;
+  const auto t0 = reboot_until_target(&reached);
+  ASSERT_TRUE(n.api.process->wait_for_exit(kEventTimeout));
+  print_figures("gns_kubelet_gone", t0, n.api, n.k);
+  EXPECT_TRUE(reached);
+  EXPECT_EQ(n.k.count("SIGTERM"), 0u) << "the stand-in signalled before its crash";
+  const auto crash = n.k.first("CRASH");
+  ASSERT_TRUE(crash) << "the stand-in never crashed";
+  const auto signals = n.api.signals();
+  ASSERT_EQ(signals.size(), 1u) << "one SIGTERM, the shim's";
+  // From the stand-in's last line (the exit that drops its lock follows it) to the apiserver's
+  // SIGTERM: logind's drop of the lock, its PropertiesChanged, the shim's ListInhibitors, the
+  // signal.
+  const double reaction_ms = ms_between(*crash, signals[0].usec);
+  std::cout << fmt::format("FIGURES gns_kubelet_gone_reaction_ms={:.1f}", reaction_ms) << std::endl;
+  EXPECT_GE(signals[0].usec, *crash) << "the shim signalled before kubelet's lock went";
+  EXPECT_LT(reaction_ms, 100.0) << "the issue's bound on the shim's reaction";
+  EXPECT_EQ(n.api.lifecycle().back().detail, "0");
+  EXPECT_EQ(n.s.count_events("SignalLeftToKubelet"), 1u);
+  ASSERT_EQ(n.s.count_events("SignalForwarded"), 1u);
+  const auto forwarded = n.s.first_event("SignalForwarded");
+  EXPECT_EQ(sandbox::json_string_field(forwarded->line, "instead_of"), "kubelet");
+}
+
+// The shim's own signal after kubelet's lock went is recorded as the shim's: a shim killed and
+// restarted after it resumes the hold and sends none.
+TEST_F(ShimKubelet, ARestartAfterTheShimsOwnSignalSendsNone) {
+  make_sandbox(logind_delay_max("300"));
+  const auto files = write_kubelet_files({{0, 3}, {2000000000, 20}}, 2000001000, 20);
+  auto n =
+      start_gns_node(files.flags(), kDrain, "30s", kDrain, kKubeletGrace,
+                     "the shim sends no signal of its own", "auto", {"--crash-after=1s"}, "20s");
+  ASSERT_FALSE(HasFailure());
+  // Keeps logind waiting once the shim is gone.
+  auto harness_lock = sb().take_inhibitor("kubelet-restart", "keeps logind waiting");
+
+  const auto t0 = sb().reboot();
+  ASSERT_TRUE(wait_signal_count(n.api, 1)) << "nobody signalled after kubelet's crash";
+  n.s.process->signal(SIGKILL);
+  ASSERT_TRUE(n.s.process->wait_for_exit(kEventTimeout));
+  auto s2 = restart_shim(n.s, /*wait_ready=*/false);
+  ASSERT_TRUE(wait_event(s2, "ShutdownResumed")) << "the restarted shim did not resume the hold";
+  // Past the end of the drain it resumed.
+  while (sandbox::monotonic_us() < t0 + 5'000'000u) std::this_thread::sleep_for(50ms);
+  const auto signals = n.api.signals().size();
+  harness_lock.release();
+  print_figures("gns_restart_after_own_signal", t0, n.api, n.k);
+  EXPECT_EQ(signals, 1u) << "the restarted shim signalled the apiserver again";
+  EXPECT_TRUE(n.api.process->running()) << "a second SIGTERM makes the apiserver exit at once";
+  EXPECT_EQ(s2.count_events("SignalForwarded"), 1u) << "the first run's only";
+}
+
+// A shim restarted while the signal is left to kubelet goes on watching kubelet's lock: when
+// kubelet dies before its SIGTERM, the restarted shim sends the one signal.
+TEST_F(ShimKubelet, ARestartWhileLeftToKubeletStillSignalsWhenKubeletDies) {
+  make_sandbox(logind_delay_max("300"));
+  const auto files = write_kubelet_files({{0, 3}, {2000000000, 20}}, 2000001000, 20);
+  auto n = start_gns_node(files.flags(), kDrain, kExitTimeout, kDrain, kKubeletGrace,
+                          "the shim sends no signal of its own", "auto", {"--crash-after=2s"});
+  ASSERT_FALSE(HasFailure());
+
+  const auto t0 = sb().reboot();
+  ASSERT_TRUE(wait_event(n.s, "SignalLeftToKubelet"));
+  n.s.process->signal(SIGKILL);
+  ASSERT_TRUE(n.s.process->wait_for_exit(kEventTimeout));
+  auto s2 = restart_shim(n.s, /*wait_ready=*/false);
+  ASSERT_TRUE(wait_event(s2, "ShutdownResumed")) << "the restarted shim did not resume the hold";
+  ASSERT_TRUE(n.api.process->wait_for_exit(kEventTimeout)) << "nobody signalled the apiserver";
+  print_figures("gns_restart_left_to_kubelet", t0, n.api, n.k);
+  const auto crash = n.k.first("CRASH");
+  ASSERT_TRUE(crash);
+  const auto signals = n.api.signals();
+  ASSERT_EQ(signals.size(), 1u);
+  EXPECT_GE(signals[0].usec, *crash);
+  EXPECT_EQ(n.api.lifecycle().back().detail, "0");
+  // Both runs write the same event log: the first left the signal to kubelet, the second sent it.
+  EXPECT_EQ(s2.count_events("SignalLeftToKubelet"), 1u);
+  EXPECT_EQ(s2.count_events("SignalForwarded"), 1u);
 }
 
 // kubelet kills kube-apiserver before the drain is over (its group's grace shorter than the
@@ -461,7 +630,9 @@ TEST_F(ShimKubelet, ASigkillBeforeTheDrainIsReportedBeforeTheShutdown) {
       start_gns_node(files.flags(), "4s", "2s", kKubeletFirstGroup, "2s", "cuts the drain");
   ASSERT_FALSE(HasFailure());
   EXPECT_THAT(line, testing::HasSubstr("cuts the drain from 4s to 2s"));
-  EXPECT_THAT(line, testing::HasSubstr("shutdownGracePeriodSeconds of at least 6"));
+  // The group must cover the hold (6 s) and the pod's own 30 s, kubelet's SIGKILL coming at the
+  // shorter of the group's grace and the pod's.
+  EXPECT_THAT(line, testing::HasSubstr("{priority: 0, shutdownGracePeriodSeconds: 30}"));
   EXPECT_EQ(shim_metric(s, "shutdown_shim_kubelet_cuts_drain"), 1.0);
   EXPECT_THAT(sandbox::read_text_file(s.log), testing::HasSubstr("cuts the drain"));
 
@@ -472,6 +643,8 @@ TEST_F(ShimKubelet, ASigkillBeforeTheDrainIsReportedBeforeTheShutdown) {
   EXPECT_TRUE(reached);
   EXPECT_EQ(k.count("SIGKILL"), 1u) << "the stand-in must kill within the drain";
   EXPECT_EQ(api.signals().size(), 1u);
+  // kubelet's lock goes after its SIGKILL: the target is gone by then, and nothing is owed.
+  EXPECT_EQ(s.count_events("SignalForwarded"), 0u);
   const auto expected = s.first_event("KubeletShutdown");
   ASSERT_TRUE(expected);
   EXPECT_THAT(expected->line, testing::HasSubstr("\"kubelet_cuts_drain\":\"true\""));

@@ -14,17 +14,20 @@
 //  - PrepareForShutdown(true): after --sigterm-delay (the lower priority groups' turn), SIGTERM to
 //    the target (the container's PID 1, as the runtime's StopContainer does), SIGKILL --grace later
 //    if it is still alive, then closes the lock; a target that exits earlier ends the wait then;
-//  - PrepareForShutdown(false): takes a new lock, then closes the old one if it still holds it.
+//  - PrepareForShutdown(false): takes a new lock, then closes the old one if it still holds it;
+//  - --crash-after: that long after PrepareForShutdown(true) it exits at once, whatever it was
+//    doing: its lock goes with the process, as a crashed or killed kubelet's does.
 //
 // fake_kubelet --address=unix:path=PRIVATE (--target-pid=PID | --target-pidfile=PATH)
-//              [--sigterm-delay=DURATION] [--grace=DURATION] [--log=PATH]
-//              [--logind-conf-dir=DIR]
+//              [--sigterm-delay=DURATION] [--grace=DURATION] [--crash-after=DURATION]
+//              [--log=PATH] [--logind-conf-dir=DIR]
 //
 // --log lines, "WORD monotonic_us [detail]" (sandbox::read_timed_lines): LOCK_TAKEN, WATCHING
 // (the PrepareForShutdown match is in place), PREPARE_FOR_SHUTDOWN (true|false), SIGTERM (pid),
-// TARGET_EXITED (pid), SIGKILL (pid), NO_TARGET (why), LOCK_RELEASED. Exit codes: 0 on
-// SIGTERM/SIGINT; 1 bus error; 2 usage; 3 logind's InhibitDelayMaxSec too short (kubelet's start-up
-// failure); 4 the bus went away.
+// TARGET_EXITED (pid), SIGKILL (pid), NO_TARGET (why), LOCK_RELEASED, CRASH (written just before
+// the exit that releases the lock). Exit codes: 0 on SIGTERM/SIGINT; 1 bus error; 2 usage; 3
+// logind's InhibitDelayMaxSec too short (kubelet's start-up failure); 4 the bus went away; 5
+// --crash-after.
 
 #include <fcntl.h>
 #include <fmt/core.h>
@@ -70,6 +73,7 @@ constexpr const char* kKubeletDropin = "99-kubelet.conf";
 // kubelet's wait.Backoff after ReloadLogindConf(): Duration 100 ms, Factor 2, Steps 5.
 constexpr auto kReloadFirstWait = 100ms;
 constexpr int kReloadReads = 5;
+constexpr int kCrashExitCode = 5;
 
 struct options {
   std::string address;
@@ -77,6 +81,7 @@ struct options {
   std::string target_pidfile;
   std::chrono::nanoseconds sigterm_delay{0};
   std::chrono::nanoseconds grace = 10s;
+  std::optional<std::chrono::nanoseconds> crash_after;
   std::string log;
   std::string logind_conf_dir;
 };
@@ -102,6 +107,8 @@ std::optional<options> parse(int argc, char** argv) {
         o.sigterm_delay = shim::parse_duration(*v);
       } else if (auto v = value("--grace")) {
         o.grace = shim::parse_duration(*v);
+      } else if (auto v = value("--crash-after")) {
+        o.crash_after = shim::parse_duration(*v);
       } else if (auto v = value("--log")) {
         o.log = *v;
       } else if (auto v = value("--logind-conf-dir")) {
@@ -127,6 +134,7 @@ class kubelet {
     close_pidfd();
     release_lock();
     if (timer_) sd_event_source_unref(timer_);
+    if (crash_timer_) sd_event_source_unref(crash_timer_);
   }
 
   // kubelet's managerImpl.start(): InhibitDelayMaxSec, the lock, the match. False: kubelet's
@@ -174,6 +182,7 @@ class kubelet {
     if (sd_bus_message_read(m, "b", &start) < 0) return 0;  // kubelet logs and ignores it
     auto* self = static_cast<kubelet*>(userdata);
     self->log("PREPARE_FOR_SHUTDOWN", start ? "true" : "false");
+    if (start && self->opts_.crash_after && !self->crash_timer_) self->arm_crash();
     self->pending_.push_back(start != 0);
     if (!self->busy_) self->next_event();
     return 0;
@@ -240,6 +249,21 @@ class kubelet {
     release_lock();
     busy_ = false;
     next_event();
+  }
+
+  // A crash: no signal, no clean-up; the kernel closes the lock's fd with the process.
+  void arm_crash() {
+    const auto usec =
+        std::chrono::duration_cast<std::chrono::microseconds>(*opts_.crash_after).count();
+    sd_event_add_time(
+        event_, &crash_timer_, CLOCK_MONOTONIC,
+        sandbox::monotonic_us() + static_cast<std::uint64_t>(usec), 1,
+        [](sd_event_source*, std::uint64_t, void* userdata) {
+          static_cast<kubelet*>(userdata)->log("CRASH", fmt::format("exit {}", kCrashExitCode));
+          _exit(kCrashExitCode);
+          return 0;
+        },
+        this);
   }
 
   std::optional<pid_t> target_pid() {
@@ -325,6 +349,7 @@ class kubelet {
   pid_t signalled_pid_ = 0;
   sd_event_source* timer_ = nullptr;
   sd_event_source* exit_watch_ = nullptr;
+  sd_event_source* crash_timer_ = nullptr;
   std::deque<bool> pending_;
   bool busy_ = false;
 };
@@ -338,7 +363,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "usage: fake_kubelet --address=unix:path=PRIVATE (--target-pid=PID | "
                "--target-pidfile=PATH) [--sigterm-delay=DURATION] [--grace=DURATION] "
-               "[--log=PATH] [--logind-conf-dir=DIR]\n");
+               "[--crash-after=DURATION] [--log=PATH] [--logind-conf-dir=DIR]\n");
     return 2;
   }
   sigset_t mask;

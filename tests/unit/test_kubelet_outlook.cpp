@@ -1,5 +1,5 @@
-// kubelet_outlook: issue 13's one policy, and what the check kubelet-shutdown says, row by row of
-// the table in kubelet_outlook.hpp.
+// kubelet_outlook: the one policy (issues 13 and 19), and what the check kubelet-shutdown says, row
+// by row of the table in kubelet_outlook.hpp.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <limits>
 
 #include "kubelet_outlook.hpp"
 #include "log_test_support.hpp"
@@ -37,7 +39,10 @@ kubelet_shutdown_config groups(std::vector<kubelet_priority_group> g) {
 }
 
 static_pod_priority pod(std::optional<std::int32_t> priority, std::int64_t grace = 150) {
-  return {.priority = priority, .priority_class_name = {}, .termination_grace_seconds = grace};
+  return {.priority = priority,
+          .priority_class_name = {},
+          .termination_grace_seconds = grace,
+          .namespace_name = "kube-system"};
 }
 
 kubelet_outlook outlook(kubelet_outlook::settings s, kubelet_shutdown_config c,
@@ -55,21 +60,101 @@ TEST(KubeletOutlook, NothingToSayWithoutKubeletOrFiles) {
   EXPECT_FALSE(o.applies());
   EXPECT_FALSE(o.leaves_signal_to_kubelet());
   EXPECT_FALSE(o.cuts_drain());
+  EXPECT_FALSE(o.second_signal());
   EXPECT_FALSE(o.warning());
+}
+
+// Every row of the policy table in kubelet_outlook.hpp: who signals, whether a second SIGTERM may
+// come, whether it is a warning. Sidecar mode is attach mode to the outlook (wrapper false).
+TEST(KubeletOutlook, ThePolicyRowByRow) {
+  const auto first_group = groups({{0, 150}, {2000000000, 10}});
+  const auto later_group = groups({{0, 30}, {2000000000, 150}});
+  struct row {
+    std::string what;
+    kubelet_outlook o;
+    bool leaves;
+    bool second;
+    bool warns;
+  };
+  kubelet_outlook lock_no_files(mode(false, false));
+  lock_no_files.set_lock(812);
+  kubelet_outlook config_no_manifest(
+      {.wrapper = false, .drain_delay = 70s, .hold_needed = 135s, .config_given = true});
+  config_no_manifest.set_files(config_read::success(first_group), manifest_read::success({}),
+                               std::nullopt);
+  config_no_manifest.set_lock(812);
+  kubelet_outlook unreadable(mode(false));
+  unreadable.set_files(config_read::failure("--kubelet-config=/x: No such file or directory"),
+                       manifest_read::success(pod(std::nullopt)), std::nullopt);
+  unreadable.set_lock(812);
+  std::vector<row> rows;
+  rows.push_back({"attach, kubelet's first group", outlook(mode(false), first_group, pod(0)), true,
+                  false, false});
+  rows.push_back({"attach, a later group (kubeadm's and OpenShift's priority)",
+                  outlook(mode(false), later_group, pod(kSystemNodeCriticalPriority)), true, false,
+                  false});
+  rows.push_back({"attach, no kubelet lock",
+                  outlook(mode(false), later_group, pod(kSystemNodeCriticalPriority), std::nullopt),
+                  false, false, false});
+  rows.push_back({"attach, a config that turns GNS off",
+                  outlook(mode(false), kubelet_shutdown_config{}, pod(std::nullopt)), false, true,
+                  true});
+  rows.push_back({"attach, no --static-pod-manifest: not known as kubelet's pod",
+                  std::move(config_no_manifest), false, true, true});
+  rows.push_back({"attach, a file unreadable", std::move(unreadable), false, true, true});
+  rows.push_back({"attach, no --kubelet-config", std::move(lock_no_files), false, true, true});
+  rows.push_back({"wrapper, kubelet's first group", outlook(mode(true), first_group, pod(0)), false,
+                  false, false});
+  rows.push_back({"wrapper, a later group",
+                  outlook(mode(true), later_group, pod(kSystemNodeCriticalPriority)), false, false,
+                  false});
+  rows.push_back({"wrapper, no --kubelet-config",
+                  [] {
+                    kubelet_outlook w(mode(true, false));
+                    w.set_lock(812);
+                    return w;
+                  }(),
+                  false, false, false});
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what + ": " + r.o.summary());
+    EXPECT_EQ(r.o.leaves_signal_to_kubelet(), r.leaves);
+    EXPECT_EQ(r.o.second_signal(), r.second);
+    EXPECT_EQ(r.o.warning().has_value(), r.warns);
+    EXPECT_THAT(r.o.fields(), testing::Contains(std::pair<std::string, std::string>(
+                                  "shim_signals", r.leaves ? "false" : "true")));
+    // The old advice is gone: no second signal is left to fix where the plan is known.
+    EXPECT_THAT(r.o.summary(), testing::Not(HasSubstr("remove the static pod's priority")));
+    EXPECT_THAT(r.o.summary(), testing::Not(HasSubstr("container's wrapper")));
+  }
 }
 
 TEST(KubeletOutlook, AttachWithKubeletStoppingFirstLeavesTheSignalToKubelet) {
   const auto o = outlook(mode(false), groups({{0, 150}, {2000000000, 10}}), pod(std::nullopt));
   EXPECT_TRUE(o.leaves_signal_to_kubelet());
+  EXPECT_FALSE(o.cuts_drain());
+  EXPECT_EQ(o.summary(),
+            "kubelet (pid 812) holds a graceful-node-shutdown delay lock; kubelet's SIGTERM "
+            "reaches kube-apiserver at +0s and its SIGKILL at +150s (pod priority 0, group 1 of 2: "
+            "priority 0, 150 seconds): the shim sends no signal of its own, kubelet's is the one; "
+            "if kubelet's lock goes before kube-apiserver has exited, the shim signals it at once");
+}
+
+// Issue 19: kube-apiserver in kubelet's critical group (priority 2000001000) is left to kubelet
+// too, and the window of kubelet's SIGTERM is said and recorded.
+TEST(KubeletOutlook, ALaterGroupLeavesTheSignalToKubeletWithItsWindow) {
+  const auto o = outlook(mode(false), groups({{0, 30}, {2000000000, 150}}), pod(2000001000, 150));
+  EXPECT_TRUE(o.leaves_signal_to_kubelet());
   EXPECT_FALSE(o.second_signal());
   EXPECT_FALSE(o.cuts_drain());
   EXPECT_FALSE(o.warning());
-  EXPECT_EQ(o.summary(),
-            "kubelet (pid 812) holds a graceful-node-shutdown delay lock; kubelet stops "
-            "kube-apiserver at +0s and kills it at +150s (pod priority 0, group 1 of 2: priority "
-            "0, 150 seconds): the shim sends no signal of its own, kubelet's is the one");
-  EXPECT_THAT(o.fields(),
-              testing::Contains(std::pair<std::string, std::string>("shim_signals", "false")));
+  EXPECT_THAT(o.summary(), HasSubstr("kubelet's SIGTERM reaches kube-apiserver at +0s..+30s and "
+                                     "its SIGKILL at +150s..+180s"));
+  EXPECT_THAT(o.summary(), HasSubstr("the shim sends no signal of its own"));
+  using field = std::pair<std::string, std::string>;
+  EXPECT_THAT(o.window_fields(), testing::ElementsAre(field{"kubelet_sigterm_earliest_s", "0"},
+                                                      field{"kubelet_sigterm_latest_s", "30"},
+                                                      field{"kubelet_sigkill_earliest_s", "150"},
+                                                      field{"kubelet_sigkill_latest_s", "180"}));
 }
 
 TEST(KubeletOutlook, TheIssuesExampleIsACutDrainWithItsFix) {
@@ -82,8 +167,85 @@ TEST(KubeletOutlook, TheIssuesExampleIsACutDrainWithItsFix) {
   EXPECT_TRUE(o.cuts_drain());
   EXPECT_TRUE(o.leaves_signal_to_kubelet()) << "the cut does not change who signals";
   ASSERT_TRUE(o.warning());
-  EXPECT_THAT(*o.warning(), HasSubstr("kubelet's SIGKILL cuts the drain from 1m10s to 20s"));
-  EXPECT_THAT(*o.warning(), HasSubstr("shutdownGracePeriodSeconds of at least 135"));
+  EXPECT_THAT(*o.warning(),
+              HasSubstr("kubelet's SIGKILL cuts the drain from 1m10s to 20s and the pod's "
+                        "terminationGracePeriodSeconds from 30s to 20s (drain-delay + "
+                        "exit-timeout is 2m15s): give kube-apiserver's group 135s in kubelet's "
+                        "config file (shutdownGracePeriod: 145s, shutdownGracePeriodCriticalPods: "
+                        "10s); and give the static pod's manifest terminationGracePeriodSeconds: "
+                        "135"));
+}
+
+// kubeadm's current manifest (priority 2000001000, no terminationGracePeriodSeconds: 30 s) with
+// 30 s / 10 s: the critical group's 10 s is the cut, fixed in kubelet's config and the manifest.
+TEST(KubeletOutlook, KubeadmsManifestInTheCriticalGroupGetsTheCriticalPeriodsFix) {
+  kubelet_shutdown_config c;
+  c.grace_period = 30s;
+  c.critical_pods_period = 10s;
+  static_pod_priority kubeadm{.priority = kSystemNodeCriticalPriority,
+                              .priority_class_name = "system-node-critical",
+                              .termination_grace_seconds = std::nullopt,
+                              .namespace_name = "kube-system"};
+  const auto o = outlook(mode(false), c, kubeadm);
+  EXPECT_TRUE(o.leaves_signal_to_kubelet());
+  ASSERT_TRUE(o.warning());
+  EXPECT_THAT(*o.warning(), HasSubstr("at +0s..+20s and its SIGKILL at +10s..+30s"));
+  EXPECT_THAT(*o.warning(),
+              HasSubstr("give kube-apiserver's group 135s in kubelet's config file "
+                        "(shutdownGracePeriod: 155s, shutdownGracePeriodCriticalPods: 135s); and "
+                        "give the static pod's manifest terminationGracePeriodSeconds: 135"));
+}
+
+// OpenShift's two-node control plane: MCO's 90 s / 60 s and the operator's pod (135 s). The fix is
+// a KubeletConfig for the master pool, never an edit of the operator's manifest.
+TEST(KubeletOutlook, AnOperatorsManifestGetsAKubeletConfigAndNoManifestEdit) {
+  kubelet_shutdown_config c;
+  c.grace_period = 90s;
+  c.critical_pods_period = 60s;
+  static_pod_priority openshift{.priority = kSystemNodeCriticalPriority,
+                                .priority_class_name = "system-node-critical",
+                                .termination_grace_seconds = 135,
+                                .namespace_name = "openshift-kube-apiserver"};
+  const auto o = outlook(mode(false), c, openshift);
+  EXPECT_TRUE(o.leaves_signal_to_kubelet());
+  EXPECT_FALSE(o.second_signal());
+  ASSERT_TRUE(o.warning());
+  const std::string w = *o.warning();
+  EXPECT_THAT(w, HasSubstr("kubelet's SIGTERM reaches kube-apiserver at +0s..+30s and its SIGKILL "
+                           "at +60s..+90s"));
+  EXPECT_THAT(w, HasSubstr("cuts the drain from 1m10s to 1m0s and the pod's "
+                           "terminationGracePeriodSeconds from 135s to 60s"));
+  EXPECT_THAT(w, HasSubstr("give kube-apiserver's group 135s with an OpenShift KubeletConfig for "
+                           "the master pool (apiVersion: machineconfiguration.openshift.io/v1, "
+                           "kind: KubeletConfig, spec.machineConfigPoolSelector.matchLabels: "
+                           "{pools.operator.machineconfiguration.openshift.io/master: \"\"}, "
+                           "spec.kubeletConfig: {shutdownGracePeriod: 165s, "
+                           "shutdownGracePeriodCriticalPods: 135s})"));
+  EXPECT_THAT(w, testing::Not(HasSubstr("manifest")));
+  EXPECT_THAT(w, testing::Not(HasSubstr("priority:")));
+
+  // The operator's pod grace shorter than the shim's hold: the shim's flags are what can give.
+  const auto short_pod = outlook(mode(false), groups({{0, 10}, {2000000000, 150}}),
+                                 {.priority = kSystemNodeCriticalPriority,
+                                  .priority_class_name = {},
+                                  .termination_grace_seconds = 100,
+                                  .namespace_name = "openshift-kube-apiserver"});
+  ASSERT_TRUE(short_pod.warning());
+  EXPECT_THAT(*short_pod.warning(),
+              HasSubstr("cuts kube-apiserver's exit to 30s after the drain (drain-delay + "
+                        "exit-timeout is 2m15s): keep --drain-delay + --exit-timeout within the "
+                        "pod's 100s (its terminationGracePeriodSeconds is its operator's)"));
+  EXPECT_THAT(*short_pod.warning(), testing::Not(HasSubstr("KubeletConfig")))
+      << "the group's 150 s already covers the pod's 100 s";
+}
+
+TEST(KubeletOutlook, ByPodPriorityGroupsAreFixedInTheirOwnEntry) {
+  const auto o = outlook(mode(false), groups({{0, 10}, {2000000000, 60}}), pod(2000001000, 150));
+  ASSERT_TRUE(o.warning());
+  EXPECT_THAT(*o.warning(),
+              HasSubstr("give kube-apiserver's group 150s in kubelet's config file "
+                        "(shutdownGracePeriodByPodPriority: its entry {priority: 2000000000, "
+                        "shutdownGracePeriodSeconds: 150}, now 60)"));
 }
 
 TEST(KubeletOutlook, AKillAfterTheDrainCutsTheExitOnly) {
@@ -98,24 +260,23 @@ TEST(KubeletOutlook, APodGraceShorterThanItsGroupIsTheCut) {
   EXPECT_THAT(o.summary(), HasSubstr("cut to the pod's 30s"));
 }
 
-TEST(KubeletOutlook, APriorityInALaterGroupMeansASecondSignal) {
-  const auto o = outlook(mode(false), groups({{0, 30}, {2000000000, 150}}), pod(2000001000, 150));
-  EXPECT_FALSE(o.leaves_signal_to_kubelet());
-  EXPECT_TRUE(o.second_signal());
-  EXPECT_FALSE(o.cuts_drain());
+// The group's grace covers the hold but not the pod's own grace, to which kube-apiserver's
+// shutdown is sized: kubelet kills it before that is over.
+TEST(KubeletOutlook, AGroupShorterThanThePodsGraceIsACutToo) {
+  const auto o = outlook(mode(false), groups({{0, 140}}), pod(std::nullopt, 150));
+  EXPECT_TRUE(o.cuts_drain());
   ASSERT_TRUE(o.warning());
-  EXPECT_THAT(*o.warning(), HasSubstr("between +0s and +30s"));
-  EXPECT_THAT(*o.warning(), HasSubstr("will be a second one"));
+  EXPECT_THAT(*o.warning(),
+              HasSubstr("kubelet's SIGKILL cuts the pod's terminationGracePeriodSeconds from 150s "
+                        "to 140s (drain-delay + exit-timeout is 2m15s): give kube-apiserver's "
+                        "group 150s"));
 }
 
-TEST(KubeletOutlook, WrapperModeNeverLeavesTheSignalNorSeesASecondOne) {
+TEST(KubeletOutlook, WrapperModeSignalsItselfAndStillReportsACut) {
   const auto first = outlook(mode(true), groups({{0, 150}}), pod(std::nullopt));
   EXPECT_FALSE(first.leaves_signal_to_kubelet());
-  EXPECT_FALSE(first.second_signal());
   EXPECT_FALSE(first.warning());
   EXPECT_THAT(first.summary(), HasSubstr("its SIGTERM reaches the shim, which forwards one"));
-  const auto later = outlook(mode(true), groups({{0, 30}, {100, 150}}), pod(100));
-  EXPECT_FALSE(later.second_signal());
   // The SIGKILL reaches the container whatever the mode.
   const auto cut = outlook(mode(true), groups({{0, 10}}), pod(std::nullopt));
   EXPECT_TRUE(cut.cuts_drain());
@@ -128,17 +289,25 @@ TEST(KubeletOutlook, WithoutKubeletsLockTheFilesDecideNothing) {
   EXPECT_FALSE(o.cuts_drain());
   EXPECT_FALSE(o.warning());
   EXPECT_THAT(o.summary(), HasSubstr("kubelet holds no graceful-node-shutdown lock"));
-  EXPECT_THAT(o.summary(), HasSubstr("once its lock is listed: kubelet stops kube-apiserver"));
+  EXPECT_THAT(o.summary(), HasSubstr("once its lock is listed: kubelet's SIGTERM reaches"));
 }
 
-TEST(KubeletOutlook, KubeletsLockWithoutItsConfigIsAWarningInAttachModeOnly) {
+TEST(KubeletOutlook, KubeletsLockWithoutItsFilesIsAWarningInAttachModeOnly) {
   kubelet_outlook attach(mode(false, false));
   attach.set_files(config_read::success({}), manifest_read::success({}), 150'000'000);
   attach.set_lock(812);
   EXPECT_FALSE(attach.leaves_signal_to_kubelet());
+  EXPECT_TRUE(attach.second_signal());
   ASSERT_TRUE(attach.warning());
   EXPECT_THAT(*attach.warning(), HasSubstr("for 2m30s (99-kubelet.conf)"));
   EXPECT_THAT(*attach.warning(), HasSubstr("give --kubelet-config and --static-pod-manifest"));
+  kubelet_outlook no_manifest(
+      {.wrapper = false, .drain_delay = 70s, .hold_needed = 135s, .config_given = true});
+  no_manifest.set_files(config_read::success(groups({{0, 150}})), manifest_read::success({}),
+                        std::nullopt);
+  no_manifest.set_lock(812);
+  ASSERT_TRUE(no_manifest.warning());
+  EXPECT_THAT(*no_manifest.warning(), testing::EndsWith(": give --static-pod-manifest"));
   kubelet_outlook wrapper(mode(true, false));
   wrapper.set_lock(812);
   EXPECT_FALSE(wrapper.warning());
@@ -170,12 +339,15 @@ TEST(KubeletOutlook, A99KubeletConfThatDisagreesWithTheConfigIsPointedOut) {
                                      "up to 2m30s: is it the file kubelet runs with?"));
 }
 
+// The lock gone says only what the next shutdown will be; a hold that counted kubelet's signal
+// is shutdown_sequence::kubelet_gone()'s to settle.
 TEST(KubeletOutlook, KubeletsLockGoingAwayEndsThePolicy) {
   auto o = outlook(mode(false), groups({{0, 150}}), pod(std::nullopt));
   ASSERT_TRUE(o.leaves_signal_to_kubelet());
   o.set_lock(std::nullopt);
   EXPECT_FALSE(o.leaves_signal_to_kubelet());
   EXPECT_FALSE(o.plan());
+  EXPECT_TRUE(o.window_fields().empty());
 }
 
 TEST(KubeletOutlook, Kubelets99ConfIsReadFromLogindsDropinDirectory) {
@@ -187,28 +359,40 @@ TEST(KubeletOutlook, Kubelets99ConfIsReadFromLogindsDropinDirectory) {
 }
 
 // /readyz?verbose shows a check's line up to a cap: the longest line the shim writes of kubelet,
-// with every number at its bound, must fit whole (its end is the fix).
+// with every number at its bound, must fit whole (its end is the fix). The longest: an operator's
+// manifest (the KubeletConfig), priority groups (their entry), every cut and fix, and a
+// 99-kubelet.conf that disagrees.
 TEST(KubeletOutlook, TheLongestLineIsNotCut) {
   std::vector<kubelet_priority_group> g;
   for (std::int32_t i = 0; i < static_cast<std::int32_t>(kMaxKubeletPriorityGroups) - 1; ++i) {
-    g.push_back({i, i == 0 ? kMaxKubeletGraceSeconds : 0});
+    g.push_back({std::numeric_limits<std::int32_t>::min() + i, kMaxKubeletGraceSeconds});
   }
-  g.push_back({kSystemCriticalPriority, kMaxKubeletGraceSeconds});
+  g.push_back({std::numeric_limits<std::int32_t>::max(), kMaxKubeletGraceSeconds - 1});
   shim_status status;
-  status.kubelet = kubelet_outlook(mode(false));
-  status.kubelet.set_files(config_read::success(groups(g)),
-                           manifest_read::success(pod(kSystemNodeCriticalPriority, 30)),
-                           150'000'000);
+  status.kubelet = kubelet_outlook({.wrapper = false,
+                                    .drain_delay = 23h + 59min + 59s + 999ms,
+                                    .hold_needed = 47h + 59min + 59s + 999ms,
+                                    .config_given = true,
+                                    .manifest_given = true});
+  status.kubelet.set_files(
+      config_read::success(groups(g)),
+      manifest_read::success({.priority = std::numeric_limits<std::int32_t>::max(),
+                              .priority_class_name = {},
+                              .termination_grace_seconds = kMaxKubeletGraceSeconds,
+                              .namespace_name = "openshift-kube-apiserver"}),
+      std::numeric_limits<std::uint64_t>::max());
   status.kubelet.set_lock(4'194'304);
   const std::string full = status.kubelet.summary();
-  EXPECT_THAT(full, HasSubstr("will be a second one"));
-  EXPECT_THAT(full, HasSubstr("cuts"));
+  EXPECT_THAT(full, HasSubstr("KubeletConfig"));
+  EXPECT_THAT(full, HasSubstr("the pod's terminationGracePeriodSeconds from"));
+  EXPECT_THAT(full, HasSubstr("keep --drain-delay + --exit-timeout within"));
   EXPECT_THAT(full, testing::EndsWith("is it the file kubelet runs with?"));
   const auto checks = status.checks();
   const auto it = std::find_if(checks.begin(), checks.end(),
                                [](const auto& c) { return c.name == "kubelet-shutdown"; });
   ASSERT_NE(it, checks.end());
   EXPECT_EQ(it->detail, full) << full.size() << " bytes";
+  std::cout << "the longest kubelet-shutdown line: " << full.size() << " bytes" << std::endl;
 }
 
 TEST(KubeletOutlook, KubeletsFilesAreReadWithTheFlagNamedInEachFailure) {

@@ -39,7 +39,7 @@ std::string manifest_error(std::string_view text) {
   return r.ok() ? "" : r.error();
 }
 
-// kubeadm's kube-apiserver manifest, trimmed: no `priority`, only the class name.
+// An older kubeadm's kube-apiserver manifest, trimmed: no `priority`, only the class name.
 constexpr std::string_view kKubeadmApiserver = R"(apiVersion: v1
 kind: Pod
 metadata:
@@ -57,6 +57,40 @@ spec:
     name: kube-apiserver
   hostNetwork: true
   priorityClassName: system-node-critical
+)";
+
+// kube-apiserver's manifest as kubeadm v1.31 writes it to /etc/kubernetes/manifests, trimmed to
+// the fields around the ones read: `priority` next to the class name, no
+// terminationGracePeriodSeconds (the API's 30 s), an empty status.
+constexpr std::string_view kKubeadm131Apiserver = R"(apiVersion: v1
+kind: Pod
+metadata:
+  annotations:
+    kubeadm.kubernetes.io/kube-apiserver.advertise-address.endpoint: 192.0.2.10:6443
+  creationTimestamp: null
+  labels:
+    component: kube-apiserver
+    tier: control-plane
+  name: kube-apiserver
+  namespace: kube-system
+spec:
+  containers:
+  - command:
+    - kube-apiserver
+    - --advertise-address=192.0.2.10
+    image: registry.k8s.io/kube-apiserver:v1.31.2
+    imagePullPolicy: IfNotPresent
+    name: kube-apiserver
+    resources:
+      requests:
+        cpu: 250m
+  hostNetwork: true
+  priority: 2000001000
+  priorityClassName: system-node-critical
+  securityContext:
+    seccompProfile:
+      type: RuntimeDefault
+status: {}
 )";
 
 // The usual GNS settings (EKS, typhoon): 30 s, of which 10 s for critical pods.
@@ -81,8 +115,46 @@ TEST(KubeletShutdown, StaticPodWithoutPriorityStopsFirstAtZero) {
   EXPECT_EQ(plan->sigkill_latest(), 20s);
   EXPECT_EQ(plan->period_requested, 30s);
   EXPECT_EQ(plan->describe(),
-            "kubelet stops kube-apiserver at +0s and kills it at +20s (pod priority 0, group 1 of "
-            "2: priority 0, 20 seconds)");
+            "kubelet's SIGTERM reaches kube-apiserver at +0s and its SIGKILL at +20s (pod priority "
+            "0, group 1 of 2: priority 0, 20 seconds)");
+}
+
+// Issue 19: today's kubeadm puts kube-apiserver in kubelet's critical group, as OpenShift does.
+TEST(KubeletShutdown, KubeadmsCurrentManifestIsInTheCriticalGroup) {
+  const auto pod = manifest_ok(kKubeadm131Apiserver);
+  EXPECT_EQ(pod.priority, kSystemNodeCriticalPriority);
+  EXPECT_EQ(pod.namespace_name, "kube-system");
+  EXPECT_FALSE(pod.rendered_by_operator());
+  EXPECT_FALSE(pod.termination_grace_seconds);
+  const auto plan = plan_kubelet_stop(config_ok(kTypicalConfig), pod);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->group_index, 1u);
+  EXPECT_FALSE(plan->by_pod_priority);
+  EXPECT_EQ(plan->sigterm_latest, 20s);
+  EXPECT_EQ(plan->pod_grace, 30s) << "the API's default";
+  EXPECT_EQ(plan->grace, 10s);
+  EXPECT_TRUE(plan->group_cuts_pod_grace());
+  EXPECT_EQ(plan->describe(),
+            "kubelet's SIGTERM reaches kube-apiserver at +0s..+20s and its SIGKILL at +10s..+30s "
+            "(pod priority 2000001000, group 2 of 2: priority 2000000000, 10 seconds)");
+}
+
+TEST(KubeletShutdown, OpenShiftsManifestIsTheOperators) {
+  const auto pod = manifest_ok(R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-apiserver
+  namespace: openshift-kube-apiserver
+spec:
+  priority: 2000001000
+  priorityClassName: system-node-critical
+  terminationGracePeriodSeconds: 135
+)");
+  EXPECT_TRUE(pod.rendered_by_operator());
+  EXPECT_EQ(pod.termination_grace_seconds, 135);
+  EXPECT_FALSE(manifest_ok("kind: Pod\nspec: {}\n").rendered_by_operator());
+  EXPECT_THAT(manifest_error("kind: Pod\nmetadata:\n  namespace: [a]\nspec: {}\n"),
+              HasSubstr("metadata.namespace: must be a name"));
 }
 
 TEST(KubeletShutdown, MigratedConfigGivesCriticalPodsTheirPeriodLast) {
@@ -103,8 +175,7 @@ TEST(KubeletShutdown, MigratedConfigGivesCriticalPodsTheirPeriodLast) {
   EXPECT_EQ(plan->grace, 10s);
   EXPECT_EQ(plan->sigkill_earliest(), 10s);
   EXPECT_EQ(plan->sigkill_latest(), 30s);
-  EXPECT_THAT(plan->describe(),
-              HasSubstr("between +0s and +20s and kills it between +10s and +30s"));
+  EXPECT_THAT(plan->describe(), HasSubstr("at +0s..+20s and its SIGKILL at +10s..+30s"));
 }
 
 // The documented fix: a `priority` in the manifest, a group of its own at least as long as the
@@ -129,6 +200,8 @@ shutdownGracePeriodByPodPriority:
   EXPECT_EQ(plan->group_index, 2u);
   EXPECT_EQ(plan->sigterm_latest, 20s);
   EXPECT_EQ(plan->grace, 90s);
+  EXPECT_TRUE(plan->by_pod_priority);
+  EXPECT_FALSE(plan->group_cuts_pod_grace());
   EXPECT_EQ(plan->period_requested, 110s);
 
   pod.termination_grace_seconds.reset();

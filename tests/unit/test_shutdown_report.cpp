@@ -121,7 +121,29 @@ TEST_F(ShutdownReport, KubeletsSignalCountsAndItsExpectationIsShown) {
   const auto json = run(log.text(), true);
   EXPECT_THAT(json.out,
               HasSubstr(R"("verdict":"clean","signal_by":"kubelet",)"
-                        R"("kubelet":"KubeletShutdown","detail":"kubelet sent the signal)"));
+                        R"("kubelet":"KubeletShutdown","detail":"the signal was left to kubelet)"));
+}
+
+// Issue 19: kubelet's lock went before the target exited, and the shim sent the signal itself:
+// the shim's signal is the one, at its time.
+TEST_F(ShutdownReport, TheShimsSignalAfterKubeletsLockWentIsTheOne) {
+  event_log_builder log;
+  const auto pfs = event_log_builder::kPfs;
+  log.start(1)
+      .add("ShutdownInitiated", 100, pfs, R"("inhibit_delay_max_usec":"90000000")")
+      .add("KubeletShutdown", 100.0001, pfs, R"("kubelet_pid":"7","shim_signals":"false")")
+      .add("SignalLeftToKubelet", 100.002, pfs, R"("target_pid":"42")")
+      .add("SignalForwarded", 101.5, pfs, R"("target_pid":"42","instead_of":"kubelet")")
+      .add("DrainElapsed", 103, "the drain delay has passed")
+      .add("TargetExited", 104.5, "pidfd", R"("target_pid":"42")")
+      .add("InhibitorReleased", 104.501, pfs);
+  const auto json = run(log.text(), true);
+  EXPECT_EQ(json.result, report::outcome::clean);
+  EXPECT_THAT(json.out, HasSubstr(R"("unready_to_signal_seconds":1.500,)"));
+  EXPECT_THAT(json.out, HasSubstr(R"("signal_to_target_exit_seconds":3.000,)"));
+  EXPECT_THAT(json.out, HasSubstr(R"("verdict":"clean","signal_by":"shim",)"));
+  EXPECT_THAT(json.out, HasSubstr(R"("detail":"kubelet's lock went before kube-apiserver had )"
+                                  R"(exited and the shim sent the signal)"));
 }
 
 TEST_F(ShutdownReport, CleanJson) {

@@ -37,6 +37,19 @@ struct fake_edges {
   std::vector<event_kind> events;
   std::vector<std::string> unready_messages, notes, release_messages;
   tp now = t0;
+  // Signals that reach the target in the current shutdown: the shim's, and kubelet's unless its
+  // lock went before the target exited (kubelet_gone stands for a kubelet gone without signalling);
+  // the most of them any shutdown saw.
+  int shutdown_signals = 0;
+  int most_signals = 0;
+  bool kubelet_expected = false;
+  bool target_gone = false;
+  int forwards_after_kubelet_gone = 0;
+
+  void count_signal(int delta) {
+    shutdown_signals += delta;
+    most_signals = std::max(most_signals, shutdown_signals);
+  }
 
   void apply(const seq::actions& actions) {
     for (const auto& a : actions) {
@@ -54,10 +67,13 @@ struct fake_edges {
         case kind::forward_signal:
           ++signals;
           signal_at = now;
+          count_signal(1);
           break;
         case kind::count_kubelet_signal:
           ++kubelet_counts;
           signal_at = now;
+          kubelet_expected = true;
+          count_signal(1);
           break;
         case kind::release_inhibitor:
           ++releases;
@@ -75,6 +91,9 @@ struct fake_edges {
         case kind::become_unready:
           ++unreadies;
           events.push_back(a.event.value_or(event_kind::ShutdownInitiated));
+          shutdown_signals = 0;
+          kubelet_expected = false;
+          target_gone = false;
           break;
         case kind::ask_system_state:
           ++asks;
@@ -116,15 +135,39 @@ struct fake_edges {
   }
   void target_exit(tp t) {
     at(t);
+    target_gone = true;
     apply(machine.target_exited(now, "target exited"));
   }
   void no_target(tp t) {
     at(t);
+    target_gone = true;
     apply(machine.no_target(now, "no process named kube-apiserver"));
   }
-  void resume(tp t, tp unready_at, bool target_running) {
+  // kubelet's lock is no longer listed; in this model kubelet went without signalling.
+  void kubelet_gone(tp t) {
     at(t);
-    apply(machine.resume(now, unready_at, "PrepareForShutdown(true) from :1.3", target_running));
+    const bool owed = kubelet_expected && machine.holding() && !target_gone;
+    if (kubelet_expected) count_signal(-1);
+    kubelet_expected = false;
+    const int before = signals;
+    apply(machine.kubelet_gone(now));
+    if (owed) {
+      EXPECT_EQ(signals, before + 1) << "kubelet's lock went with the target running: no signal";
+      forwards_after_kubelet_gone += signals - before;
+    } else {
+      EXPECT_EQ(signals, before) << "a signal nobody owed";
+    }
+  }
+  void resume(tp t, tp unready_at, bool target_running, bool left_to_kubelet = false) {
+    at(t);
+    const int before = unreadies;
+    apply(machine.resume(now, unready_at, "PrepareForShutdown(true) from :1.3", target_running,
+                         left_to_kubelet));
+    if (unreadies == before) return;
+    // The earlier run's signal, or kubelet's that it counted.
+    kubelet_expected = left_to_kubelet;
+    target_gone = !target_running;
+    count_signal(1);
   }
   void run_timers() {
     while (timer) at(*timer);
@@ -183,6 +226,74 @@ TEST(ShutdownSequence, KubeletsSignalHoldsForTheTargetsExitAsTheShimsWould) {
   none.no_target(t0);
   none.run_timers();
   EXPECT_EQ(none.released_at, t0 + 3s);
+}
+
+// Issue 19: kubelet's lock goes while the signal is left to kubelet and the target still runs
+// (kubelet crashed, was stopped or gave up before its group's turn): the shim signals at once,
+// once, whatever --signal-delay says, and the hold goes on as after its own signal.
+TEST(ShutdownSequence, KubeletGoneBeforeTheTargetExitsGivesTheShimsSignalAtOnce) {
+  fake_edges e(attach(3s, 1s));
+  e.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  ASSERT_EQ(e.kubelet_counts, 1);
+  e.kubelet_gone(t0 + 1500ms);
+  EXPECT_EQ(e.signals, 1);
+  EXPECT_EQ(e.signal_at, t0 + 1500ms) << "at once, not after --signal-delay";
+  EXPECT_THAT(e.notes, testing::Contains(testing::HasSubstr("kubelet's lock went away")));
+  e.kubelet_gone(t0 + 2s);
+  e.prepare_for_shutdown(t0 + 2500ms, seq::forward_decision::kubelet_signals);
+  e.sigterm(t0 + 2600ms);
+  EXPECT_EQ(e.signals, 1) << "one signal per shutdown";
+  EXPECT_EQ(e.releases, 0) << "the target still runs";
+  e.target_exit(t0 + 6s);
+  EXPECT_EQ(e.released_at, t0 + 6s);
+}
+
+TEST(ShutdownSequence, KubeletGoneAfterTheTargetExitedOrOutsideAHoldSignalsNothing) {
+  fake_edges exited(attach());
+  exited.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  exited.target_exit(t0 + 4s);
+  exited.kubelet_gone(t0 + 4100ms);  // kubelet's normal end: its pods are gone
+  EXPECT_EQ(exited.signals, 0);
+
+  fake_edges own(attach());  // the shim's own signal: kubelet was never counted
+  own.prepare_for_shutdown(t0);
+  own.kubelet_gone(t0 + 1s);
+  EXPECT_EQ(own.signals, 1);
+
+  fake_edges idle(attach());
+  idle.kubelet_gone(t0);
+  EXPECT_EQ(idle.signals, 0);
+  EXPECT_FALSE(idle.machine.draining());
+
+  fake_edges released(attach());  // the hold is over: the reboot goes on without the shim
+  released.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  released.run_timers();
+  ASSERT_EQ(released.releases, 1);
+  released.kubelet_gone(t0 + 20s);
+  EXPECT_EQ(released.signals, 0);
+
+  fake_edges cancelled(attach());
+  cancelled.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  cancelled.cancel(t0 + 1s);
+  cancelled.kubelet_gone(t0 + 2s);
+  EXPECT_EQ(cancelled.signals, 0);
+}
+
+// A shim restarted while the signal was left to kubelet keeps the duty: kubelet's lock going with
+// the target running gives its signal; an earlier run's own signal never gives a second one.
+TEST(ShutdownSequence, AResumedHoldLeftToKubeletSignalsWhenKubeletGoes) {
+  fake_edges left(attach());
+  left.resume(t0 + 1s, t0, /*target_running=*/true, /*left_to_kubelet=*/true);
+  EXPECT_EQ(left.signals, 0);
+  left.kubelet_gone(t0 + 2s);
+  EXPECT_EQ(left.signals, 1);
+  left.kubelet_gone(t0 + 3s);
+  EXPECT_EQ(left.signals, 1);
+
+  fake_edges own(attach());
+  own.resume(t0 + 1s, t0, /*target_running=*/true, /*left_to_kubelet=*/false);
+  own.kubelet_gone(t0 + 2s);
+  EXPECT_EQ(own.signals, 0);
 }
 
 TEST(ShutdownSequence, UnreadyCarriesTheMomentTheDrainCountsFrom) {
@@ -551,7 +662,7 @@ TEST(ShutdownSequence, ResumeWaitsForARunningTargetUpToTheExitTimeout) {
 
 TEST(ShutdownSequence, ResumeMarksTheEventAsResumed) {
   seq machine(attach());
-  const auto out = machine.resume(t0 + 1s, t0, "PreparingForShutdown=true", true);
+  const auto out = machine.resume(t0 + 1s, t0, "PreparingForShutdown=true", true, false);
   const auto unready = std::find_if(out.begin(), out.end(),
                                     [](const auto& a) { return a.what == kind::become_unready; });
   ASSERT_NE(unready, out.end());
@@ -622,11 +733,12 @@ TEST(ShutdownSequence, SigtermForwardingPolicy) {
 // Every ordering of the inputs that can reach the machine during one shutdown, with the timers
 // fired in between as the loop would: the invariants hold in all of them.
 TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
-  enum input { prepare, sigterm, cancel, exit_target, prepare_again, missing };
+  enum input { prepare, sigterm, cancel, exit_target, prepare_again, missing, kubelet_lock_gone };
   for (auto decision : {seq::forward_decision::forward, seq::forward_decision::kubelet_signals}) {
     for (bool wrapper : {false, true}) {
       for (auto signal_delay : {0s, 1s, 4s}) {
-        std::vector<input> inputs{prepare, sigterm, cancel, exit_target, prepare_again, missing};
+        std::vector<input> inputs{prepare,       sigterm, cancel,           exit_target,
+                                  prepare_again, missing, kubelet_lock_gone};
         std::sort(inputs.begin(), inputs.end());
         do {
           for (std::chrono::milliseconds step : {500ms, 2000ms}) {
@@ -654,14 +766,18 @@ TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
                 case missing:
                   e.no_target(t);
                   break;
+                case kubelet_lock_gone:
+                  e.kubelet_gone(t);
+                  break;
               }
               t += step;
             }
             e.run_timers();
             SCOPED_TRACE(testing::Message() << "wrapper=" << wrapper << " step=" << step.count());
             // Each shutdown starts with exactly one become_unready.
-            EXPECT_LE(e.signals + e.kubelet_counts, e.unreadies)
+            EXPECT_LE(e.most_signals, 1)
                 << "at most one signal per shutdown, the shim's or kubelet's";
+            EXPECT_LE(e.signals + e.kubelet_counts - e.forwards_after_kubelet_gone, e.unreadies);
             EXPECT_LE(e.releases, e.unreadies);
             if (e.released_at && e.signal_at) {
               EXPECT_GE(*e.released_at, *e.signal_at) << "never released before the signal";

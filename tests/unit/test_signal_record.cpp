@@ -100,6 +100,37 @@ TEST(SignalRecord, KeepsWhatWasSignalledAcrossARestart) {
   EXPECT_FALSE(r.was_signalled({self->pid, self->start_time + 1})) << "a reused PID";
 }
 
+// Issue 19: a process left to kubelet stays one after a restart, apart from the ones the shim
+// signalled; once the shim has sent its own (kubelet's lock went first) it is the shim's.
+TEST(SignalRecord, KeepsWhoSendsTheSignal) {
+  temp_dir dir;
+  const auto self = identify_process(::getpid());
+  const auto parent = identify_process(::getppid());
+  ASSERT_TRUE(self && parent);
+  shutdown_record written;
+  written.unready_us = 5;
+  written.signalled.push_back({*self, 7, 15, /*left_to_kubelet=*/true});
+  written.signalled.push_back({*parent, 8, 15, /*left_to_kubelet=*/false});
+  ASSERT_TRUE(signal_record(dir.path).save(written));
+  auto loaded = signal_record(dir.path).load();
+  ASSERT_TRUE(loaded) << loaded.error();
+  auto r = loaded.value();
+  ASSERT_EQ(r.signalled.size(), 2u);
+  EXPECT_TRUE(r.was_signalled(*self));
+  ASSERT_TRUE(r.find(*self));
+  EXPECT_TRUE(r.find(*self)->left_to_kubelet);
+  EXPECT_FALSE(r.find(*parent)->left_to_kubelet);
+  EXPECT_FALSE(r.find({self->pid, self->start_time + 1}));
+
+  r.find(*self)->left_to_kubelet = false;
+  ASSERT_TRUE(signal_record(dir.path).save(r));
+  loaded = signal_record(dir.path).load();
+  ASSERT_TRUE(loaded);
+  r = loaded.value();
+  ASSERT_TRUE(r.find(*self));
+  EXPECT_FALSE(r.find(*self)->left_to_kubelet);
+}
+
 TEST(SignalRecord, LeavesOutProcessesThatHaveExited) {
   temp_dir dir;
   const pid_t child = ::fork();
@@ -133,6 +164,7 @@ TEST(SignalRecord, ARecordOfAnotherBootIsVoid) {
 TEST(SignalRecord, AMalformedRecordIsAnError) {
   temp_dir dir;
   for (const char* text : {"not a record\n", "shutdown-shim signal record 1\nsignalled=1 2\n",
+                           "shutdown-shim signal record 1\nleft_to_kubelet=1 2 3\n",
                            "shutdown-shim signal record 1\nunready_us=soon\n",
                            "shutdown-shim signal record 1\nwhatever=1\n"}) {
     std::ofstream(dir.path / "signalled") << text;
