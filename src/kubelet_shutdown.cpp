@@ -315,10 +315,7 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
     if (const auto* metadata = root.find("metadata");
         metadata && metadata->type == yaml_node::kind::mapping) {
       if (const auto* n = metadata->find("namespace"); n && !is_null(*n)) {
-        if (n->type != yaml_node::kind::scalar) {
-          throw field_error("metadata.namespace: must be a name");
-        }
-        p.namespace_name = n->text;
+        p.namespace_name = string_field(*n, "metadata.namespace");
       }
     }
     if (const auto* n = spec->find("priority"); n && !is_null(*n)) {
