@@ -80,7 +80,7 @@ inline constexpr std::string_view kDefaultStateDir = "/run/shutdown-shim";
 
 // The longest any duration flag may be. A hold of more than a day is a typo, not a plan, and the
 // bound keeps every sum of flag durations far from overflow: --drain-delay=2562047h47m16s once
-// ended the hold after 3.7 ms (issue 8, item 9).
+// wrapped around and ended the hold almost at once (issue 8, item 9; docs/benchmarks.md).
 inline constexpr std::chrono::hours kMaxFlagDuration{24};
 
 // A bad flag or value. The message is one line naming the flag and what is wrong.

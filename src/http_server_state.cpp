@@ -77,9 +77,9 @@ void http_server_state::session_closed(std::list<http_session*>::iterator pos) {
 
 // Asio (1.74's epoll_reactor) cancels a timer without disarming its timerfd, so the read deadline
 // of the connection that has just closed would still wake the idle process once: scripts/bench's
-// idle section counted 1 context switch in the 10 s after the last request without this, 0 with
-// it (2026-11-30). Scheduling a timer that is the earliest makes Asio re-arm the timerfd to its
-// longest wait (5 minutes, which it keeps anyway).
+// idle section saw that wake-up without this and none with it (docs/benchmarks.md). Scheduling a
+// timer that is the earliest makes Asio re-arm the timerfd to its longest wait (5 minutes, which
+// it keeps anyway).
 void http_server_state::reset_timerfd() {
   timerfd_reset.expires_after(std::chrono::minutes(5));
   timerfd_reset.async_wait([](beast::error_code) {});

@@ -26,8 +26,9 @@ namespace {
 constexpr std::chrono::milliseconds kLingerTimeout{2000};
 
 // The answer buffer a connection keeps between requests: a probe's answer, even ?verbose, fits;
-// a /metrics answer (6.5 KB, and up to twice that in capacity as the string grew) is given back
-// once written (ReadinessServerTest.AnIdleConnectionDoesNotKeepAMetricsAnswer).
+// a /metrics answer is several times that (and its string's capacity grows past it), so it is
+// given back once written (ReadinessServerTest.AnIdleConnectionDoesNotKeepAMetricsAnswer;
+// fuzz_http_session's heap bound found it, docs/benchmarks.md).
 constexpr std::size_t kKeptAnswerCapacity = 2048;
 
 }  // namespace
@@ -58,7 +59,7 @@ void http_session::close() {
 // The connection closes when the deadline passes. Moving it later only updates deadline_: the
 // timer still fires at the earlier time and is then re-armed, so a request costs a clock read, not
 // a timer cancellation and a new wait around each read and write as with beast::tcp_stream's
-// expires_after(): 15,900 instructions per keep-alive request instead of 28,730 (callgrind).
+// expires_after(): the largest single saving callgrind showed (docs/benchmarks.md).
 void http_session::set_deadline(std::chrono::steady_clock::duration timeout) {
   deadline_ = std::chrono::steady_clock::now() + timeout;
   if (!timer_armed_ || deadline_ < timer_.expiry()) arm_timer();

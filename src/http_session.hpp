@@ -23,13 +23,14 @@ struct http_server_state;
 // while the client keeps the connection alive. A request is at most max_request_bytes; one that
 // announces a body is refused from its header, so Beast's body and chunk parsers never run.
 //
-// Beast's plain session (tcp_stream, http::async_read, http::async_write) took 28,730 instructions
-// per keep-alive /readyz; this one takes 5,260 (callgrind, docs/benchmarks.md), from the three
-// changes whose comments say so: the deadline, the executor and the hand-written answer.
+// It takes far fewer instructions per keep-alive /readyz than Beast's plain session (tcp_stream,
+// http::async_read, http::async_write), from three changes whose comments say so: the deadline,
+// the executor and the hand-written answer (callgrind; the counts are in docs/benchmarks.md).
 class http_session : public std::enable_shared_from_this<http_session> {
  public:
-  // The io_context's own executor rather than any_io_executor, whose type-erased copies took 2,070
-  // instructions per request in the plain session (any_executor_base's moves and destroys).
+  // The io_context's own executor rather than any_io_executor, whose type-erased copies
+  // (any_executor_base's moves and destroys) were a visible part of each request in callgrind's
+  // profile of the plain session (docs/benchmarks.md).
   using socket_type = boost::asio::basic_stream_socket<boost::asio::ip::tcp,
                                                        boost::asio::io_context::executor_type>;
   using timer_type =

@@ -35,7 +35,7 @@ struct previous_shutdown {
 
   // Streams the event log (and PATH.1) once. current_boot_id: current_boot_id(), never empty (a
   // shim that cannot tell its boot cannot tell an earlier one). Costs one streamed pass over the
-  // log, memory bounded: about 0.3 s for 100 MB (shutdown_shim::record_previous_shutdown).
+  // log, memory bounded (its time: shutdown_shim::record_previous_shutdown, docs/benchmarks.md).
   static result<std::optional<previous_shutdown>> read(const std::string& event_log,
                                                        const std::string& current_boot_id);
 

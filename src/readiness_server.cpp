@@ -42,7 +42,7 @@ std::string_view path_of(std::string_view target) { return target.substr(0, targ
 // request is bounded (kMaxRequestBytes), and so is the list.
 // Distinct ?exclude names kept from one request: more than there are checks, and few enough that
 // a 4 KiB query of a thousand unknown names cannot make the answer or the parse grow with it
-// (fuzz_http_session: 13,840 heap bytes for one connection against its 12,288 bound).
+// (fuzz_http_session's per-connection heap bound caught that; docs/benchmarks.md).
 inline constexpr std::size_t kMaxExcluded = 16;
 
 struct readyz_query {
@@ -106,10 +106,9 @@ http_response to_response(const http_request& request, answer a) {
 }
 
 // The bytes Beast's serializer writes for to_response(request, a), without building the message.
-// Per keep-alive /readyz (callgrind, docs/benchmarks.md): Beast's serializer and any_io_executor
-// 8,250 instructions (15,900 with them, 7,650 with the message written out by hand), building the
-// message 2,390 more (5,260 without it), fmt::format_to here 1,500 more than these appends. The
-// unit tests compare the two byte for byte.
+// Per keep-alive /readyz callgrind counted Beast's serializer, building the message and
+// fmt::format_to each as a measurable cost over these appends (docs/benchmarks.md). The unit
+// tests compare the two byte for byte.
 void append_answer(std::string& out, const http_request& request, const answer& a) {
   const unsigned version = request.version();
   char digits[24];

@@ -10,9 +10,10 @@ namespace shim {
 
 // Parses a request head into what the readiness server routes on: method, target, version and
 // keep-alive. The fields themselves are dropped as they are parsed. Beast's request_parser keeps
-// each one as a heap node of its own, ~90 bytes for a 4-byte line "a:\r\n": a 4 KiB head of them
-// held 91,984 bytes, and held it for the linger after a 400
-// (ReadinessServerTest.AHeadOfManyTinyFieldsHoldsNoMoreThanItsBytes; fuzz_http_session found it).
+// each one as a heap node of its own, far larger than a tiny line "a:\r\n": a 4 KiB head of them
+// held many times its own size, and held it for the linger after a 400
+// (ReadinessServerTest.AHeadOfManyTinyFieldsHoldsNoMoreThanItsBytes; fuzz_http_session found it;
+// docs/benchmarks.md).
 // basic_parser itself still reads Connection, Content-Length and Transfer-Encoding.
 class request_head_parser final : public boost::beast::http::basic_parser<true> {
  public:

@@ -123,9 +123,9 @@ void shutdown_shim::start() {
 }
 
 // Once, before the loop runs: one streamed pass over the event log, during which nothing is
-// answered and the lock is not asked for yet. A 100 MB log (384,978 records, 1,254 boots, in the
-// page cache) cost 222-349 ms between the Started and PreviousShutdown records, 3 runs on a
-// shared 2-core machine. Run on the loop later, it would hold up probes as long.
+// answered and the lock is not asked for yet. A large log takes a noticeable part of a second
+// (a 100 MB one was timed beside ShimReport's cases: docs/benchmarks.md); run on the loop later,
+// it would hold up probes as long.
 void shutdown_shim::record_previous_shutdown() {
   if (cfg_.event_log.empty()) return;
   const std::string boot = current_boot_id();
@@ -351,8 +351,8 @@ void shutdown_shim::carry_out(const seq::action& a) {
       const std::string lock = held      ? "closed the logind lock"
                                : logind_ ? "no lock was held"
                                          : "--inhibit=off: no lock to release";
-      // Recorded before the lock closes: logind goes on at once, and its "System is rebooting"
-      // came 1 ms before a record written after the close (the system suite's ensure case).
+      // Recorded before the lock closes: logind goes on at once, and in the system suite's ensure
+      // case its "System is rebooting" came before a record written after the close.
       events_.record(event_kind::InhibitorReleased, logind_ ? status_.drain_cause : "hold over",
                      a.message.empty()
                          ? (held ? lock + ": the shutdown goes on" : "hold over (" + lock + ")")

@@ -65,8 +65,9 @@ struct probe_outcome {
 // regular files only, bounded) and handed to OpenSSL from memory, never by path, so that no file
 // can block the loop. They are read again whenever their files change (tokens and certificates
 // rotate); a file that fails to load is not read again until it changes, its error standing for
-// every probe meanwhile (a 256 MB non-PEM CA file once cost /readyz a p99 of 142 ms, parsed at
-// every probe). A missing file fails each probe: on a node being installed it may appear later.
+// every probe meanwhile (a huge non-PEM CA file, parsed at every probe, once slowed /readyz
+// itself: UpstreamProbe.UnusableCaFileIsNotReadAgainUntilItChanges, docs/benchmarks.md). A
+// missing file fails each probe: on a node being installed it may appear later.
 //
 // The answer is read in two steps, the header first: a Content-Length or header block beyond the
 // bounds fails the probe (oversize) before any body is read or allocated. Read in one step, Boost
