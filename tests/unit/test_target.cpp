@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "target.hpp"
+#include "test_child.hpp"
 #include "trusted_file.hpp"
 
 namespace shim {
@@ -29,86 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-
-// A child owned by the test; killed and reaped at the end, whatever happens.
-class test_child {
- public:
-  // fork + exec of argv (execv: a path, no PATH lookup).
-  explicit test_child(const std::vector<std::string>& argv) {
-    std::vector<char*> args;
-    for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
-    args.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-    if (pid_ < 0) throw std::system_error(errno, std::generic_category(), "fork");
-  }
-
-  // A forked child that renames itself (as exec would: same 15-byte truncation), then either waits
-  // to be killed or exits. Returns once the name is set, so the test needs no retry loop.
-  static std::unique_ptr<test_child> named(const std::string& name, bool exit_at_once = false,
-                                           std::optional<uid_t> uid = std::nullopt) {
-    int ready[2];
-    if (::pipe2(ready, O_CLOEXEC) != 0) {
-      throw std::system_error(errno, std::generic_category(), "pipe2");
-    }
-    auto child = std::unique_ptr<test_child>(new test_child());
-    child->pid_ = ::fork();
-    if (child->pid_ == 0) {
-      ::prctl(PR_SET_NAME, name.c_str());
-      if (uid && ::setresuid(*uid, *uid, *uid) != 0) ::_exit(126);
-      if (exit_at_once) ::_exit(0);
-      const char byte = 1;
-      [[maybe_unused]] const auto n = ::write(ready[1], &byte, 1);
-      for (;;) ::pause();
-    }
-    const int fork_error = errno;
-    ::close(ready[1]);
-    if (child->pid_ < 0) {
-      ::close(ready[0]);
-      throw std::system_error(fork_error, std::generic_category(), "fork");
-    }
-    char byte;
-    while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
-    }
-    ::close(ready[0]);
-    if (exit_at_once) child->wait_exited();
-    return child;
-  }
-
-  ~test_child() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      reap();
-    }
-  }
-  test_child(const test_child&) = delete;
-  test_child& operator=(const test_child&) = delete;
-
-  pid_t pid() const { return pid_; }
-
-  // Blocks until the child has exited, leaving it a zombie.
-  void wait_exited() const {
-    siginfo_t info{};
-    while (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) < 0 &&
-           errno == EINTR) {
-    }
-  }
-  // The wait status; the PID is not ours any more afterwards.
-  int reap() {
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  test_child() = default;
-  pid_t pid_ = -1;
-};
 
 // A fresh directory under TMPDIR, removed at the end.
 class temp_dir {

@@ -1,0 +1,173 @@
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "event_recorder.hpp"
+#include "log_test_support.hpp"
+#include "logger.hpp"
+#include "shim_status.hpp"
+#include "shutdown_sequence.hpp"
+#include "target_watch.hpp"
+#include "test_child.hpp"
+
+namespace shim {
+namespace {
+
+using namespace std::chrono_literals;
+
+// One shim run's target edge over a real io_context, a real event log and a real record of
+// signalled processes in `state_dir`; the sequence stays idle, as before a shutdown's signal.
+struct watch_run {
+  watch_run(const std::string& target_name, const std::string& state_dir) {
+    cfg.target.name = target_name;
+    cfg.target.name_uid = ::getuid();
+    cfg.state_dir = state_dir;
+    watch = std::make_unique<target_watch>(
+        io, cfg, log, events, status, sequence,
+        target_watch::handlers{
+            .changed = [this] { ++changes; },
+            .exited = [this](const std::string& detail) { exited.push_back(detail); },
+            .missed = [this](const std::string& why) { missed.push_back(why); },
+            .running_again = [this] { ++running_again; },
+            .child_exited = [](int) { ADD_FAILURE() << "no child in attach mode"; },
+        });
+    watch->start();
+  }
+
+  // The event log's records of one kind.
+  std::vector<flat_json_object> records(std::string_view kind) const {
+    std::vector<flat_json_object> out;
+    std::ifstream in(events_path);
+    for (std::string line; std::getline(in, line);) {
+      auto record = test::parse_object(line);
+      if (test::get(record, "event").text == kind) out.push_back(std::move(record));
+    }
+    return out;
+  }
+
+  config cfg;
+  boost::asio::io_context io;
+  test::captured_output log_output;
+  logger log{log_format::text, log_output.fd(), false};
+  test::temp_dir log_dir;
+  std::string events_path = log_dir.path() + "/events.jsonl";
+  event_recorder events{log, events_path};
+  shim_status status;
+  shutdown_sequence sequence{{.drain_delay = 1s, .has_target = true}};
+  std::unique_ptr<target_watch> watch;
+  int changes = 0;
+  int running_again = 0;
+  std::vector<std::string> exited;
+  std::vector<std::string> missed;
+};
+
+std::string unique_name(const std::string& tag) { return fmt::format("w{}{}", ::getpid(), tag); }
+
+TEST(TargetWatch, FindsTheTargetAtStartAndShowsItInTheStatusRow) {
+  const test::temp_dir state;
+  const std::string name = unique_name("f");
+  auto target = test_child::counting(name);
+  watch_run run(name, state.path());
+  EXPECT_TRUE(run.status.target.configured);
+  EXPECT_TRUE(run.status.target.running);
+  EXPECT_EQ(run.status.target.detail, fmt::format("{} (pid {})", name, target->pid()));
+  EXPECT_EQ(run.changes, 1);
+  ASSERT_EQ(run.records("TargetRunning").size(), 1u);
+}
+
+TEST(TargetWatch, OneSignalAndNoneFromARestartedWatchReadingTheSameRecord) {
+  const test::temp_dir state;
+  const std::string name = unique_name("r");
+  auto target = test_child::counting(name);
+  {
+    watch_run first(name, state.path());
+    first.watch->remember_shutdown(shutdown_sequence::clock::now(), "PrepareForShutdown(true)");
+    first.watch->forward_signal();
+    EXPECT_EQ(first.status.signals_forwarded, 1u);
+    EXPECT_FALSE(first.status.target.running) << "a target that had the signal does not count";
+    ASSERT_EQ(first.records("SignalForwarded").size(), 1u);
+    EXPECT_EQ(target->sigterms_so_far(), 1);
+    // The sequence asks again (a second trigger cannot, but a bug could): still one.
+    first.watch->forward_signal();
+    EXPECT_EQ(target->sigterms_so_far(), 0);
+  }
+  // A restarted shim, logind still preparing the shutdown: it holds on, watching what had the
+  // signal.
+  watch_run second(name, state.path());
+  EXPECT_FALSE(second.status.target.running) << "the record says it had the signal";
+  ASSERT_TRUE(second.watch->resumable());
+  const auto resumed = second.watch->resume();
+  ASSERT_TRUE(resumed);
+  EXPECT_TRUE(resumed->running);
+  EXPECT_FALSE(resumed->left_to_kubelet);
+  EXPECT_EQ(resumed->cause, "PrepareForShutdown(true)");
+  second.watch->forward_signal();
+  EXPECT_EQ(target->sigterms_so_far(), 0);
+  EXPECT_EQ(second.status.signals_forwarded, 0u);
+  EXPECT_TRUE(second.records("SignalForwarded").empty());
+  EXPECT_TRUE(second.missed.empty()) << "a target that had its signal is not a missed one";
+}
+
+TEST(TargetWatch, LeftToKubeletSendsNoneThenTheShimsOneWhenKubeletGoes) {
+  const test::temp_dir state;
+  const std::string name = unique_name("k");
+  auto target = test_child::counting(name);
+  watch_run run(name, state.path());
+  run.watch->remember_shutdown(shutdown_sequence::clock::now(), "PrepareForShutdown(true)");
+  run.watch->leave_signal_to_kubelet();
+  EXPECT_EQ(target->sigterms_so_far(), 0);
+  EXPECT_EQ(run.records("SignalLeftToKubelet").size(), 1u);
+  EXPECT_EQ(run.status.signals_forwarded, 0u);
+
+  // kubelet's lock went first: the shim's one signal, marked as instead of kubelet's.
+  run.watch->forward_signal();
+  EXPECT_EQ(target->sigterms_so_far(), 1);
+  const auto forwarded = run.records("SignalForwarded");
+  ASSERT_EQ(forwarded.size(), 1u);
+  EXPECT_EQ(test::get(forwarded[0], "instead_of").text, "kubelet");
+  run.watch->forward_signal();
+  EXPECT_EQ(target->sigterms_so_far(), 0);
+
+  // And the record says it is the shim's now: a restarted run sends none either.
+  watch_run restarted(name, state.path());
+  const auto resumed = restarted.watch->resume();
+  ASSERT_TRUE(resumed);
+  EXPECT_FALSE(resumed->left_to_kubelet) << "taken back from kubelet";
+  restarted.watch->forward_signal();
+  EXPECT_EQ(target->sigterms_so_far(), 0);
+}
+
+TEST(TargetWatch, NoTargetRunningIsReportedAsMissedWithTheReason) {
+  const test::temp_dir state;
+  watch_run run(unique_name("n"), state.path());
+  EXPECT_FALSE(run.status.target.running);
+  run.watch->forward_signal();
+  ASSERT_EQ(run.missed.size(), 1u);
+  EXPECT_EQ(run.missed[0],
+            fmt::format("no process named {} owned by uid {}", unique_name("n"), ::getuid()));
+  EXPECT_EQ(run.status.signals_forwarded, 0u);
+}
+
+TEST(TargetWatch, TheSignalledTargetsExitReachesTheSequenceOnce) {
+  const test::temp_dir state;
+  const std::string name = unique_name("e");
+  auto target = test_child::counting(name);
+  watch_run run(name, state.path());
+  run.watch->forward_signal();
+  ASSERT_EQ(target->sigterms_so_far(), 1);
+  ::kill(target->pid(), SIGKILL);
+  target->wait_exited();
+  run.io.run_for(10s);  // returns once the pidfd watches are done
+  EXPECT_EQ(run.exited, std::vector<std::string>{"the target exited"});
+  EXPECT_EQ(run.records("TargetExited").size(), 1u);
+}
+
+}  // namespace
+}  // namespace shim
