@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench_http.hpp"
+#include "bench_node.hpp"
 #include "bench_options.hpp"
 #include "bench_report.hpp"
 #include "bench_scenarios.hpp"
@@ -27,6 +28,7 @@
 namespace bench {
 
 int run(const options& o) {
+  set_state_root(o.state_dir);
   const std::string started = utc_now();
   const std::string load_at_start = load_average();
   std::vector<std::string> summary;

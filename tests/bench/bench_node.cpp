@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <system_error>
+#include <utility>
 
 namespace bench {
 
@@ -37,6 +38,13 @@ bool wait_http_200(std::uint16_t port, std::chrono::milliseconds timeout,
       timeout, 10ms);
 }
 
+namespace {
+std::filesystem::path state_root;
+int shims_spawned = 0;  // each shim's directory is new: a record is never another run's
+}  // namespace
+
+void set_state_root(std::filesystem::path root) { state_root = std::move(root); }
+
 running_shim spawn_shim(sandbox::node_sandbox& sb, const std::string& name,
                         const std::vector<std::string>& flags, const std::vector<std::string>& env,
                         std::string binary) {
@@ -46,6 +54,15 @@ running_shim spawn_shim(sandbox::node_sandbox& sb, const std::string& name,
   if (binary.empty()) binary = sb.tools().shim;
   std::vector<std::string> argv{binary, fmt::format("--listen=127.0.0.1:{}", s.port),
                                 "--event-log=" + s.event_log.string(), "--log-format=json"};
+  if (!state_root.empty()) {
+    const auto dir = state_root / fmt::format("{}-{}", shims_spawned++, name);
+    std::filesystem::create_directories(dir);
+    std::filesystem::permissions(
+        dir, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                 std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                 std::filesystem::perms::others_exec);
+    argv.push_back("--state-dir=" + dir.string());
+  }
   argv.insert(argv.end(), flags.begin(), flags.end());
   s.process = &sb.spawn(name, argv, env);
   return s;

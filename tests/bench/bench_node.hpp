@@ -176,6 +176,10 @@ struct running_shim {
   }
 };
 
+// Below this directory every shim spawn_shim() starts gets a new state directory of its own (made
+// 0755, as systemd makes a RuntimeDirectory= for each start); empty: the shim's default.
+void set_state_root(std::filesystem::path root);
+
 // `binary`: the shim under test (SHUTDOWN_SHIM) unless given.
 running_shim spawn_shim(sandbox::node_sandbox& sb, const std::string& name,
                         const std::vector<std::string>& flags,

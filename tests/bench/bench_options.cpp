@@ -14,7 +14,7 @@ namespace bench {
             << "  [--drain=DURATION] [--wrk-duration=SECONDS] [--wrk-connections=N]\n"
             << "  [--wrk-threads=N] [--wrk-rounds=N] [--crashes=N] [--hangs=N]\n"
             << "  [--sections=reboot,sigterm,startup,idle,http,upstream]\n"
-            << "  [--build-info=TEXT] [--shim-variant=LABEL=PATH ...]\n";
+            << "  [--build-info=TEXT] [--shim-variant=LABEL=PATH ...] [--state-dir=PATH]\n";
   std::exit(2);
 }
 
@@ -62,6 +62,9 @@ options parse_options(int argc, char** argv) {
       const auto sep = value.find('=');
       if (sep == std::string::npos || sep == 0) usage("--shim-variant needs LABEL=PATH");
       o.shim_variants.emplace_back(value.substr(0, sep), value.substr(sep + 1));
+    } else if (key == "--state-dir") {
+      if (!value.starts_with('/')) usage("--state-dir needs an absolute path");
+      o.state_dir = value;
     } else if (key == "--sections") {
       o.sections.clear();
       std::stringstream in(value);

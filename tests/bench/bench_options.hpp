@@ -24,6 +24,9 @@ struct options {
   int hangs = 5;     // of the apiserver, each to the first 503
   std::set<std::string> sections{"reboot", "sigterm", "startup", "idle", "http", "upstream"};
   std::string build_info = "unknown";
+  // Where each shim keeps its record of signalled processes, in a directory of its own below this
+  // one: scripts/bench mounts a tmpfs here, as /run is on a node. Empty: the shim's default.
+  std::string state_dir;
   // Other shim binaries for the /readyz section, interleaved with the rest: "LABEL=PATH".
   std::vector<std::pair<std::string, std::string>> shim_variants;
 };

@@ -1,6 +1,8 @@
 #include "bench_report.hpp"
 
 #include <fmt/core.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -39,6 +41,14 @@ std::string utc_now() {
   return std::string(text, std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm));
 }
 
+// Where the shims kept their records, and whether that is a tmpfs as /run is on a node.
+std::string state_directories(const std::string& root) {
+  if (root.empty()) return "the shim's default (/run/shutdown-shim on this machine's /run)";
+  struct statfs fs {};
+  const bool tmpfs = ::statfs(root.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+  return fmt::format("one per shim under `{}` ({})", root, tmpfs ? "tmpfs" : "not a tmpfs");
+}
+
 void print_machine(const options& o, const std::string& started, const std::string& load_at_start) {
   utsname u{};
   uname(&u);
@@ -73,6 +83,8 @@ void print_machine(const options& o, const std::string& started, const std::stri
                            dpkg_version("nginx-light").empty() ? "nginx" : "nginx-light");
   std::cout << fmt::format("| wrk | {} |\n", first_line(run_and_read("/usr/bin/wrk -v 2>&1")));
   std::cout << fmt::format("| shim binary | `{}` |\n", shim);
+  std::cout << fmt::format("| shim state directories (record of signalled processes) | {} |\n",
+                           state_directories(o.state_dir));
   std::cout << fmt::format(
       "| timestamping threads (bus observer, NOTIFY_SOCKET reader) | {} |\n\n",
       observers_realtime ? "SCHED_FIFO priority 50"
