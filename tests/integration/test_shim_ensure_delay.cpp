@@ -108,7 +108,13 @@ TEST_F(ShimEnsureDelay, RaisesLogindsDelayAndTheRebootIsHeldPastTheOldLimit) {
   EXPECT_EQ(calls[0].unit, "systemd-logind.service");
   EXPECT_EQ(calls[0].who, "all");
   EXPECT_EQ(calls[0].signal, SIGHUP);
-  EXPECT_NE(ensured->line.find("\"old_usec\":\"5000000\""), std::string::npos);
+  // The event's fields: which file, logind's value before and after, the line written.
+  EXPECT_EQ(sandbox::json_string_field(ensured->line, "old_usec"), "5000000");
+  EXPECT_EQ(sandbox::json_string_field(ensured->line, "new_usec"),
+            std::to_string(*written * 1'000'000));
+  EXPECT_EQ(sandbox::json_string_field(ensured->line, "file"), shim_dropin().string());
+  EXPECT_EQ(sandbox::json_string_field(ensured->line, "written"),
+            "InhibitDelayMaxSec=" + std::to_string(*written));
   EXPECT_NE(get(s, "/metrics").find("shutdown_shim_logind_inhibit_delay_too_short 0"),
             std::string::npos);
   EXPECT_NE(get(s, "/readyz?verbose").find("raised from 5s to"), std::string::npos);
@@ -122,6 +128,10 @@ TEST_F(ShimEnsureDelay, RaisesLogindsDelayAndTheRebootIsHeldPastTheOldLimit) {
       sandbox::read_text_file(node.log_path("systemd-logind")).find("inhibitor timeout is reached"),
       std::string::npos)
       << "logind's old 5 s limit still ended the hold";
+  // The shim let go first (its record is written just before the lock closes), logind after.
+  const auto released = s.first_event("InhibitorReleased");
+  ASSERT_TRUE(released);
+  EXPECT_LE(released->monotonic_us, r.start->usec) << "logind went on while the lock was held";
   EXPECT_EQ(api.signals().size(), 1u);
 }
 
