@@ -113,12 +113,24 @@ TEST_F(SandboxSelfTest, DelayLockSurvivesALogindRestart) {
 TEST_F(SandboxSelfTest, LogindReloadsItsConfigurationOnKillUnitSighup) {
   auto& s = sb();
   s.set_inhibit_delay_max("45");
-  // What kubelet does: KillUnit through PID 1, which the stand-in turns into a real SIGHUP.
+  // The file alone changes nothing: logind reads it at start and on SIGHUP.
+  ASSERT_EQ(s.inhibit_delay_max_usec(), 30'000'000u);
+  ASSERT_TRUE(s.kill_unit_calls().empty());
+
+  // What kubelet and --ensure-inhibit-delay do: KillUnit through PID 1, which the stand-in turns
+  // into a real SIGHUP to logind's main PID. Nothing else signals logind here.
   s.bus().call("org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                "org.freedesktop.systemd1.Manager", "KillUnit", "ssi", "systemd-logind.service",
                "all", SIGHUP);
-  s.reload_logind(45'000'000u);  // bounded re-read; sends another SIGHUP, harmless
-  EXPECT_EQ(s.inhibit_delay_max_usec(), 45'000'000u);
+  const auto calls = s.kill_unit_calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].unit, "systemd-logind.service");
+  EXPECT_EQ(calls[0].who, "all");
+  EXPECT_EQ(calls[0].signal, SIGHUP);
+  EXPECT_TRUE(s.wait_for_inhibit_delay_max(45'000'000u, 10s))
+      << "logind still reads InhibitDelayMaxUSec=" << s.inhibit_delay_max_usec()
+      << " after KillUnit(SIGHUP)";
+  EXPECT_TRUE(s.logind_running());
 }
 
 TEST_F(SandboxSelfTest, DbusRestartBringsTheNodeBack) {

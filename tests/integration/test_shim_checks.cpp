@@ -358,7 +358,7 @@ TEST_F(ShimChecks, KilledTargetIsUnreadyAtOnceAndARestartBringsItBack) {
       << polled.answer->body;
   const auto lost = wait_event(s, "TargetLost", 5s);
   ASSERT_TRUE(lost);
-  EXPECT_NE(lost->line.find(fmt::format("\"target_pid\":\"{}\"", old_pid)), std::string::npos)
+  EXPECT_EQ(sandbox::json_string_field(lost->line, "target_pid"), std::to_string(old_pid))
       << lost->line;
 
   // The same apiserver again (same port and pidfile), as kubelet restarts a static pod.

@@ -18,28 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct kill_unit_call {
-  std::string unit, who;
-  int signal = 0;
-};
-
-std::vector<kill_unit_call> kill_unit_calls(sandbox::node_sandbox& node) {
-  auto reply = node.bus().call("org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                               "org.shutdownshim.Test1", "KillUnitCalls", "");
-  std::vector<kill_unit_call> calls;
-  sd_bus_message* m = reply.get();
-  if (sd_bus_message_enter_container(m, 'a', "(ssit)") < 0) {
-    throw std::runtime_error("KillUnitCalls: unexpected reply");
-  }
-  const char *unit, *who;
-  std::int32_t sig;
-  std::uint64_t usec;
-  while (sd_bus_message_read(m, "(ssit)", &unit, &who, &sig, &usec) > 0) {
-    calls.push_back({unit, who, sig});
-  }
-  return calls;
-}
-
 // The value of the last InhibitDelayMaxSec= line of a file, in seconds; nullopt if none.
 std::optional<std::uint64_t> inhibit_delay_seconds_in(const fs::path& file) {
   std::optional<std::uint64_t> value;
@@ -102,7 +80,7 @@ TEST_F(ShimEnsureDelay, WithoutTheFlagTheShimOnlyReports) {
   EXPECT_NE(get(s, "/readyz?verbose").find("--ensure-inhibit-delay"), std::string::npos)
       << "the report should name the fix";
   EXPECT_FALSE(fs::exists(shim_dropin())) << "the shim wrote a drop-in without the flag";
-  EXPECT_TRUE(kill_unit_calls(sb()).empty()) << "the shim reloaded logind without the flag";
+  EXPECT_TRUE(sb().kill_unit_calls().empty()) << "the shim reloaded logind without the flag";
   EXPECT_EQ(sb().inhibit_delay_max_usec(), 5'000'000u);
   EXPECT_FALSE(s.first_event("InhibitDelayEnsured"));
 }
@@ -125,12 +103,18 @@ TEST_F(ShimEnsureDelay, RaisesLogindsDelayAndTheRebootIsHeldPastTheOldLimit) {
   ASSERT_EQ(stat(shim_dropin().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0644u);
   EXPECT_EQ(node.inhibit_delay_max_usec(), *written * 1'000'000) << "logind did not re-read it";
-  auto calls = kill_unit_calls(node);
+  auto calls = node.kill_unit_calls();
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].unit, "systemd-logind.service");
   EXPECT_EQ(calls[0].who, "all");
   EXPECT_EQ(calls[0].signal, SIGHUP);
-  EXPECT_NE(ensured->line.find("\"old_usec\":\"5000000\""), std::string::npos);
+  // The event's fields: which file, logind's value before and after, the line written.
+  EXPECT_EQ(sandbox::json_string_field(ensured->line, "old_usec"), "5000000");
+  EXPECT_EQ(sandbox::json_string_field(ensured->line, "new_usec"),
+            std::to_string(*written * 1'000'000));
+  EXPECT_EQ(sandbox::json_string_field(ensured->line, "file"), shim_dropin().string());
+  EXPECT_EQ(sandbox::json_string_field(ensured->line, "written"),
+            "InhibitDelayMaxSec=" + std::to_string(*written));
   EXPECT_NE(get(s, "/metrics").find("shutdown_shim_logind_inhibit_delay_too_short 0"),
             std::string::npos);
   EXPECT_NE(get(s, "/readyz?verbose").find("raised from 5s to"), std::string::npos);
@@ -144,6 +128,10 @@ TEST_F(ShimEnsureDelay, RaisesLogindsDelayAndTheRebootIsHeldPastTheOldLimit) {
       sandbox::read_text_file(node.log_path("systemd-logind")).find("inhibitor timeout is reached"),
       std::string::npos)
       << "logind's old 5 s limit still ended the hold";
+  // The shim let go first (its record is written just before the lock closes), logind after.
+  const auto released = s.first_event("InhibitorReleased");
+  ASSERT_TRUE(released);
+  EXPECT_LE(released->monotonic_us, r.start->usec) << "logind went on while the lock was held";
   EXPECT_EQ(api.signals().size(), 1u);
 }
 
@@ -173,7 +161,7 @@ TEST_F(ShimEnsureDelay, AlreadyLongEnoughWritesNothing) {
   ASSERT_FALSE(HasFailure());
   ASSERT_TRUE(wait_for_text(s.log, "long enough already", kStartTimeout));
   EXPECT_FALSE(fs::exists(shim_dropin()));
-  EXPECT_TRUE(kill_unit_calls(sb()).empty());
+  EXPECT_TRUE(sb().kill_unit_calls().empty());
   EXPECT_TRUE(s.process->running());
 }
 
@@ -203,7 +191,7 @@ TEST_F(ShimEnsureDelay, RequiredExitsOneWithTheReasonAndTryGoesOn) {
   EXPECT_NE(get(tried, "/metrics").find("shutdown_shim_logind_inhibit_delay_too_short 1"),
             std::string::npos);
   EXPECT_NE(get(tried, "/readyz?verbose").find("could not raise it"), std::string::npos);
-  EXPECT_TRUE(kill_unit_calls(sb()).empty());
+  EXPECT_TRUE(sb().kill_unit_calls().empty());
 }
 
 }  // namespace

@@ -409,8 +409,9 @@ TEST_F(ShimKubelet, StaticPodStoppedFirstGivesTheApiserverOneSigterm) {
   EXPECT_EQ(s.count_events("SignalLeftToKubelet"), 1u);
   const auto expected = s.first_event("KubeletShutdown");
   ASSERT_TRUE(expected);
-  EXPECT_THAT(expected->line, testing::HasSubstr("\"shim_signals\":\"false\""));
-  EXPECT_THAT(expected->line, testing::HasSubstr("\"kubelet_cuts_drain\":\"false\""));
+  EXPECT_EQ(sandbox::json_string_field(expected->line, "shim_signals"), "false") << expected->line;
+  EXPECT_EQ(sandbox::json_string_field(expected->line, "kubelet_cuts_drain"), "false")
+      << expected->line;
   // The hold lasted the drain: the apiserver served for its whole shutdown delay behind it.
   const auto released = s.first_event("InhibitorReleased");
   ASSERT_TRUE(released);
@@ -647,7 +648,8 @@ TEST_F(ShimKubelet, ASigkillBeforeTheDrainIsReportedBeforeTheShutdown) {
   EXPECT_EQ(s.count_events("SignalForwarded"), 0u);
   const auto expected = s.first_event("KubeletShutdown");
   ASSERT_TRUE(expected);
-  EXPECT_THAT(expected->line, testing::HasSubstr("\"kubelet_cuts_drain\":\"true\""));
+  EXPECT_EQ(sandbox::json_string_field(expected->line, "kubelet_cuts_drain"), "true")
+      << expected->line;
   const auto exited = s.first_event("TargetExited");
   ASSERT_TRUE(exited);
   EXPECT_LT(exited->monotonic_us, t0 + 4'000'000u) << "killed before the drain was over";

@@ -454,15 +454,21 @@ pid_t node_sandbox::logind_pid() const { return logind_ ? logind_->pid() : -1; }
 void node_sandbox::reload_logind(std::uint64_t expected_usec) {
   if (!logind_) throw std::logic_error("logind is not running");
   logind_->signal(SIGHUP);
+  if (!wait_for_inhibit_delay_max(expected_usec, opts_.startup_timeout)) {
+    throw std::runtime_error(
+        fmt::format("logind did not pick up InhibitDelayMaxUSec={}", expected_usec));
+  }
+}
+
+bool node_sandbox::wait_for_inhibit_delay_max(std::uint64_t expected_usec,
+                                              std::chrono::milliseconds timeout) {
   // The reload is asynchronous and announces nothing: a short bounded re-read is all there is.
-  const auto deadline = std::chrono::steady_clock::now() + opts_.startup_timeout;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (inhibit_delay_max_usec() != expected_usec) {
-    if (remaining(deadline).count() == 0) {
-      throw std::runtime_error(
-          fmt::format("logind did not pick up InhibitDelayMaxUSec={}", expected_usec));
-    }
+    if (remaining(deadline).count() == 0) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  return true;
 }
 
 std::uint64_t node_sandbox::reboot() {
@@ -703,6 +709,22 @@ std::vector<kill_record> node_sandbox::killed_on_reboot() {
   std::uint64_t usec;
   while (sd_bus_message_read(m, "(ubt)", &pid, &alive, &usec) > 0) {
     result.push_back({pid, alive != 0, usec});
+  }
+  return result;
+}
+
+std::vector<kill_unit_record> node_sandbox::kill_unit_calls() {
+  auto reply = bus().call(kSystemd1, kSystemd1Path, kTestInterface, "KillUnitCalls", "");
+  std::vector<kill_unit_record> result;
+  sd_bus_message* m = reply.get();
+  if (sd_bus_message_enter_container(m, 'a', "(ssit)") < 0) {
+    throw std::runtime_error("KillUnitCalls: unexpected reply");
+  }
+  const char *unit, *who;
+  std::int32_t sig;
+  std::uint64_t usec;
+  while (sd_bus_message_read(m, "(ssit)", &unit, &who, &sig, &usec) > 0) {
+    result.push_back({unit, who, sig, usec});
   }
   return result;
 }

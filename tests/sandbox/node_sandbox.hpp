@@ -75,6 +75,12 @@ struct start_unit_record {
   std::uint64_t usec = 0;  // CLOCK_MONOTONIC in the stand-in manager when the call arrived
 };
 
+struct kill_unit_record {
+  std::string unit, who;
+  int signal = 0;
+  std::uint64_t usec = 0;  // CLOCK_MONOTONIC in the stand-in manager when the call arrived
+};
+
 struct kill_record {
   std::uint32_t pid = 0;
   bool was_alive = false;
@@ -147,6 +153,10 @@ class node_sandbox {
   void set_inhibit_delay_max(const std::string& value);
   // SIGHUP to logind, then waits (bounded) until InhibitDelayMaxUSec reads expected_usec.
   void reload_logind(std::uint64_t expected_usec);
+  // Waits until logind's InhibitDelayMaxUSec reads expected_usec, sending nothing: logind announces
+  // no reload (the property is constant to D-Bus, no PropertiesChanged), so it is re-read every
+  // 20 ms until the deadline.
+  bool wait_for_inhibit_delay_max(std::uint64_t expected_usec, std::chrono::milliseconds timeout);
   // Stops the dbus-daemon and starts a new one on the same socket. The stand-in manager reconnects
   // by itself; logind, which stays up but disconnected (it never reconnects), is restarted.
   void restart_dbus();
@@ -202,6 +212,8 @@ class node_sandbox {
   // set_kill_on_reboot's) only stop_timeout later, as systemd stopping units does.
   void set_stop_on_reboot(const std::vector<pid_t>& pids, std::chrono::microseconds stop_timeout);
   std::vector<kill_record> killed_on_reboot();
+  // Every KillUnit call the manager has had, in order.
+  std::vector<kill_unit_record> kill_unit_calls();
 
   // --- diagnostics ---
   // The last max_lines lines of each log in the sandbox (bus, manager, logind, spawned processes).

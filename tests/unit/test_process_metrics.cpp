@@ -1,13 +1,20 @@
 // The process_* figures as client_golang's process collector computes them: parsed from
-// hand-made /proc texts, then read from this process's own.
+// hand-made /proc texts, then read from this process's own and compared with
+// the same fields read here independently.
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "event_recorder.hpp"
 #include "log_test_support.hpp"
@@ -49,20 +56,138 @@ TEST(ProcessMetrics, BootTimeAndMaxOpenFiles) {
   EXPECT_FALSE(parse_max_open_files("Max processes 1 1 processes\n"));
 }
 
-TEST(ProcessMetrics, ThisProcessFromProc) {
+// This process's own /proc, read here without the code under test: proc(5)'s fields counted from
+// the last ')', /proc/stat's btime line, /proc/self/fd's entries.
+struct independent_reading {
+  std::uint64_t utime = 0, stime = 0, start = 0, rss_pages = 0;
+};
+
+independent_reading read_proc_self() {
+  independent_reading r;
+  std::ifstream stat("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 1));
+  std::vector<std::string> f((std::istream_iterator<std::string>(fields)),
+                             std::istream_iterator<std::string>());
+  // f[0] is field 3 (state): field n is f[n - 3].
+  r.utime = std::stoull(f.at(14 - 3));
+  r.stime = std::stoull(f.at(15 - 3));
+  r.start = std::stoull(f.at(22 - 3));
+  r.rss_pages = std::stoull(f.at(24 - 3));
+  return r;
+}
+
+std::uint64_t boot_time() {
+  std::ifstream in("/proc/stat");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("btime ")) return std::stoull(line.substr(6));
+  }
+  ADD_FAILURE() << "no btime in /proc/stat";
+  return 0;
+}
+
+// Entries of /proc/self/fd, the directory's own descriptor included, as procfs counts them.
+std::size_t count_open_fds() {
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return 0;
+  std::size_t n = 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+double ticks_to_seconds(std::uint64_t ticks) {
+  return static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+TEST(ProcessMetrics, StartTimeIsBootTimePlusThisProcessStartTicks) {
   const auto p = read_process_figures();
-  ASSERT_TRUE(p.cpu_seconds && p.open_fds && p.max_fds && p.resident_bytes && p.start_time);
-  EXPECT_GE(*p.cpu_seconds, 0.0);
-  EXPECT_GE(*p.open_fds, 3.0) << "stdin, stdout, stderr at least";
-  rlimit limit{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
-  EXPECT_EQ(*p.max_fds, static_cast<double>(limit.rlim_cur));
-  EXPECT_GT(*p.resident_bytes, 0.0);
-  // This test process started a moment ago: within the clock tick and the run of the suite.
-  const double now =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  EXPECT_LE(*p.start_time, now + 1);
-  EXPECT_GT(*p.start_time, now - 600);
+  ASSERT_TRUE(p.start_time);
+  const auto mine = read_proc_self();
+  EXPECT_DOUBLE_EQ(*p.start_time, static_cast<double>(boot_time()) + ticks_to_seconds(mine.start));
+}
+
+TEST(ProcessMetrics, CpuSecondsAreThisProcessUserPlusSystemTicks) {
+  // Burn at least 5 clock ticks of CPU, so that the figure is not the 0 of a fresh process.
+  const auto burn_until = read_proc_self();
+  volatile std::uint64_t sink = 0;
+  for (;;) {
+    for (int i = 0; i < 1'000'000; ++i) sink = sink + static_cast<std::uint64_t>(i);
+    const auto now = read_proc_self();
+    if (now.utime + now.stime >= burn_until.utime + burn_until.stime + 5) break;
+  }
+  const auto before = read_proc_self();
+  const auto p = read_process_figures();
+  const auto after = read_proc_self();
+  ASSERT_TRUE(p.cpu_seconds);
+  // CPU time only grows: the figure lies between the two readings around it (equal to both
+  // unless a tick passed in between).
+  EXPECT_GE(*p.cpu_seconds, ticks_to_seconds(before.utime + before.stime));
+  EXPECT_LE(*p.cpu_seconds, ticks_to_seconds(after.utime + after.stime));
+  EXPECT_GE(*p.cpu_seconds, ticks_to_seconds(5));
+}
+
+TEST(ProcessMetrics, ResidentBytesAreRssPagesTimesThePageSize) {
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const auto first = read_process_figures();
+  ASSERT_TRUE(first.resident_bytes);
+  // 32 MiB touched page by page: the figure grows by at least as much.
+  constexpr std::size_t kTouched = 32u << 20;
+  std::vector<char> block(kTouched);
+  for (std::size_t i = 0; i < block.size(); i += page) block[i] = 1;
+  // RSS moves with every page fault: compare a figure taken between two equal readings.
+  bool compared = false;
+  for (int attempt = 0; attempt < 20 && !compared; ++attempt) {
+    const auto before = read_proc_self();
+    const auto p = read_process_figures();
+    const auto after = read_proc_self();
+    ASSERT_TRUE(p.resident_bytes);
+    if (before.rss_pages != after.rss_pages) continue;
+    compared = true;
+    EXPECT_EQ(*p.resident_bytes, static_cast<double>(before.rss_pages * page));
+    EXPECT_GE(*p.resident_bytes, *first.resident_bytes + static_cast<double>(kTouched));
+  }
+  EXPECT_TRUE(compared) << "RSS never held still across one reading";
+  EXPECT_EQ(block[page], 1);
+}
+
+TEST(ProcessMetrics, OpenFdsCountThisProcessDescriptors) {
+  const auto base = read_process_figures();
+  ASSERT_TRUE(base.open_fds);
+  // Both counts include the descriptor of the /proc/self/fd listing itself.
+  EXPECT_EQ(*base.open_fds, static_cast<double>(count_open_fds()));
+  std::vector<int> fds;
+  for (int i = 0; i < 5; ++i) {
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe(pipe_fds), 0);
+    fds.insert(fds.end(), {pipe_fds[0], pipe_fds[1]});
+  }
+  const auto more = read_process_figures();
+  ASSERT_TRUE(more.open_fds);
+  EXPECT_EQ(*more.open_fds, *base.open_fds + 10);
+  for (int fd : fds) ::close(fd);
+  const auto again = read_process_figures();
+  ASSERT_TRUE(again.open_fds);
+  EXPECT_EQ(*again.open_fds, *base.open_fds);
+}
+
+TEST(ProcessMetrics, MaxFdsIsTheSoftNofileLimit) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const auto p = read_process_figures();
+  ASSERT_TRUE(p.max_fds);
+  EXPECT_EQ(*p.max_fds, static_cast<double>(saved.rlim_cur));
+  // A soft limit set here, below the hard one, is what the figure reads.
+  ASSERT_GT(saved.rlim_max, 257u);
+  rlimit lowered = saved;
+  lowered.rlim_cur = 257;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  const auto q = read_process_figures();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  ASSERT_TRUE(q.max_fds);
+  EXPECT_EQ(*q.max_fds, 257.0);
 }
 
 TEST(EventsTotal, EveryKindFromZeroCountedAsRecorded) {
