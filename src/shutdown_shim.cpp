@@ -306,15 +306,9 @@ void shutdown_shim::carry_out(const seq::action& a) {
         events_.record(event_kind::KubeletShutdown, a.cause, status_.kubelet.summary(),
                        status_.kubelet.fields());
       }
-      // A shutdown wins at once, whatever the upstream says, and probing stops for the drain:
-      // kube-apiserver turns its own /readyz to 500 once it has the signal, so probes would only
-      // count expected failures, load a server that is draining, and fill the log. After a cancel
-      // probing starts again from failed (settled()), so the node rejoins the load balancer only
-      // after --upstream-rise passes, whatever the apiserver went through meanwhile.
-      if (upstream_) {
-        upstream_->stop();
-        status_.upstream->pause();
-      }
+      // A shutdown wins at once, whatever the upstream says; probing stops for the drain
+      // (upstream_check.hpp says why) and starts again after a cancel (settled()).
+      if (upstream_) upstream_->pause();
       break;
     }
     case kind::become_ready:
@@ -387,10 +381,7 @@ void shutdown_shim::settled() {
     status_.drain_cause.clear();
     // A cancelled shutdown: what stopped for the drain starts again.
     target_.settled();
-    if (upstream_ && status_.upstream->paused()) {
-      status_.upstream->restart();
-      upstream_->start();
-    }
+    if (upstream_) upstream_->resume();
   }
   notify_status();
 }
@@ -420,51 +411,10 @@ void shutdown_shim::on_child_exit(int code) {
 }
 
 void shutdown_shim::start_upstream() {
-  const auto& settings = cfg_.upstream;
-  status_.upstream.emplace(settings.url.text(), settings.fall, settings.rise, settings.timeout,
-                           probe_failure_reasons());
-  if (settings.insecure_skip_verify) {
-    log_.warning(
-        "--upstream-insecure-skip-verify: the upstream's certificate is not verified, so "
-        "whatever answers on that address can pass the upstream check",
-        {{"url", settings.url.text()}});
-  }
-  upstream_ = std::make_unique<upstream_probe>(
-      io_, settings,
-      upstream_probe::handlers{.probed = [this](const probe_outcome& o) { on_probed(o); }});
+  upstream_ = std::make_unique<upstream_check>(
+      io_, cfg_.upstream, log_, events_, status_.upstream,
+      upstream_check::handlers{.changed = [this] { notify_status(); }});
   upstream_->start();
-}
-
-void shutdown_shim::on_probed(const probe_outcome& outcome) {
-  auto& upstream = *status_.upstream;
-  // A CA, certificate, key or token file that is missing or unusable: on a node being installed it
-  // may appear later, so the probe tries it again at every interval; said once per problem.
-  const std::string problem = outcome.failure == probe_failure::config ? outcome.error : "";
-  if (!problem.empty() && problem != upstream_problem_) {
-    log_.warning("the upstream check cannot probe; trying again at every interval",
-                 {{"url", upstream.url()}, {"error", problem}});
-  }
-  upstream_problem_ = problem;
-  const bool changed = upstream.record(
-      {.pass = outcome.pass(), .error = outcome.error, .at = std::chrono::system_clock::now()},
-      to_string(outcome.failure), outcome.duration);
-  if (!changed) return;
-  const auto& health = upstream.health();
-  if (health.passed()) {
-    events_.record(
-        event_kind::UpstreamPassed, "rise",
-        fmt::format("the upstream /readyz passed {} times in a row", health.consecutive_passes()),
-        {{"url", upstream.url()}, {"consecutive", std::to_string(health.consecutive_passes())}});
-  } else {
-    events_.record(event_kind::UpstreamFailed, outcome.error,
-                   fmt::format("the upstream /readyz failed {} times in a row, last: {}",
-                               health.consecutive_failures(), outcome.error),
-                   {{"url", upstream.url()},
-                    {"consecutive", std::to_string(health.consecutive_failures())},
-                    {"reason", std::string(to_string(outcome.failure))},
-                    {"error", outcome.error}});
-  }
-  notify_status();
 }
 
 void shutdown_shim::notify_status() { sd_notify(0, ("STATUS=" + status_line(status_)).c_str()); }

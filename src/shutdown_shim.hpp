@@ -15,7 +15,7 @@
 #include "sequence_runner.hpp"
 #include "shim_status.hpp"
 #include "target_watch.hpp"
-#include "upstream_probe.hpp"
+#include "upstream_check.hpp"
 
 namespace shim {
 
@@ -35,7 +35,8 @@ struct shim_outcome {
 // The daemon: the shutdown_sequence state machine (through sequence_runner) with its edges:
 // the system bus (bus_link, logind_inhibitor, systemd_manager, inhibit_delay_ensurer), signals,
 // timers, the target, the HTTP server and sd_notify, all on one io_context. The edges report
-// through handlers; this class alone writes shim_status.
+// through handlers; this class alone writes shim_status, but for the upstream check's row, which
+// upstream_check keeps.
 class shutdown_shim {
  public:
   shutdown_shim(boost::asio::io_context& io, const config& cfg, logger& log,
@@ -63,7 +64,6 @@ class shutdown_shim {
 
   // The upstream check.
   void start_upstream();
-  void on_probed(const probe_outcome& outcome);
   void ask_system_state();
   void request_exit();
 
@@ -103,8 +103,7 @@ class shutdown_shim {
   boost::asio::steady_timer hold_timer_;
   boost::asio::steady_timer watchdog_timer_;
   std::chrono::microseconds watchdog_period_{0};
-  std::unique_ptr<upstream_probe> upstream_;
-  std::string upstream_problem_;  // the file problem last warned about
+  std::unique_ptr<upstream_check> upstream_;
   bool ready_notified_ = false;
   bool exit_pending_ = false;
   std::optional<shim_outcome> outcome_;

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <concepts>
 #include <cstring>
+#include <ctime>
 #include <utility>
 
 #include "config.hpp"
@@ -42,6 +43,12 @@ constexpr std::uint32_t kMaxHeader = 16 * 1024;
 std::string first_line(std::string text) {
   text = text.substr(0, text.find('\n'));
   return text;
+}
+
+// Where a TLS context keeps the probe it belongs to (its app data is Asio's verify callback).
+int probe_index() {
+  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
 }
 
 }  // namespace
@@ -72,7 +79,11 @@ upstream_probe::upstream_probe(asio::io_context& io, const upstream_settings& se
   token_file_.path = settings_.token_file;
 }
 
-upstream_probe::~upstream_probe() { stop(); }
+upstream_probe::~upstream_probe() {
+  stop();
+  // A connection still held by an aborted operation keeps the context; it must not find us.
+  if (tls_context_) SSL_CTX_set_ex_data(tls_context_->native_handle(), probe_index(), nullptr);
+}
 
 template <typename Handler>
 auto upstream_probe::guarded(unsigned generation, Handler handler) {
@@ -164,9 +175,10 @@ std::optional<std::string> upstream_probe::refresh_files() {
     if (changed.value()) loaded.reset();
   }
   if (settings_.url.tls && !tls_loaded_) {
-    // New trust or credentials: a connection made with the old ones goes. A new token needs
-    // no new connection (UpstreamProbe.RotatedTokenIsReadAgain counts them).
+    // New trust or credentials: a connection or a session made with the old ones goes. A new
+    // token needs no new connection (UpstreamProbe.RotatedTokenIsReadAgain counts them).
     close_connection();
+    session_.reset();
     tls_loaded_ = load_tls_context();
   }
   if (tls_loaded_ && *tls_loaded_) return *tls_loaded_;
@@ -215,8 +227,47 @@ std::optional<std::string> upstream_probe::load_tls_context() {
                          settings_.client_cert);
     }
   }
+  // The client's cache is this probe's one session: OpenSSL hands each new one to
+  // on_new_session, and keeps none itself.
+  SSL_CTX* native = context->native_handle();
+  SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(native, &upstream_probe::on_new_session);
+  SSL_CTX_set_ex_data(native, probe_index(), this);
+  if (tls_context_) SSL_CTX_set_ex_data(tls_context_->native_handle(), probe_index(), nullptr);
   tls_context_ = std::move(context);
   return std::nullopt;
+}
+
+int upstream_probe::on_new_session(SSL* ssl, SSL_SESSION* session) {
+  auto* self =
+      static_cast<upstream_probe*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), probe_index()));
+  // Only the current connection's, and only once it is verified as the probe verifies now.
+  if (!self || !self->connection_ || !self->connection_->tls ||
+      self->connection_->tls->native_handle() != ssl) {
+    return 0;
+  }
+  if (!self->settings_.insecure_skip_verify && SSL_get_verify_result(ssl) != X509_V_OK) return 0;
+  // A copy: OpenSSL marks the connection's own session not resumable when the connection is
+  // freed without a close_notify, as the probe drops a connection the server closes after its
+  // answer. A connection that failed is never resumed: fail() drops the copy.
+  self->session_.reset(SSL_SESSION_dup(session));
+  return 0;
+}
+
+void upstream_probe::offer_session(SSL* handle) {
+  if (!session_) return;
+  SSL_SESSION* s = session_.get();
+  const bool timed_out = SSL_SESSION_get_time(s) + SSL_SESSION_get_timeout(s) <= std::time(nullptr);
+  // A resumption does not look at the certificate again: one that has expired since must fail
+  // the probe as a full handshake would.
+  const X509* peer = SSL_SESSION_get0_peer(s);
+  const bool peer_expired = !settings_.insecure_skip_verify &&
+                            (!peer || X509_cmp_current_time(X509_get0_notAfter(peer)) <= 0);
+  if (!SSL_SESSION_is_resumable(s) || timed_out || peer_expired) {
+    session_.reset();
+    return;
+  }
+  SSL_set_session(handle, s);
 }
 
 std::optional<std::string> upstream_probe::load_token() {
@@ -261,6 +312,7 @@ void upstream_probe::connect() {
     }
     // SNI carries names only (RFC 6066).
     if (not_ip) SSL_set_tlsext_host_name(handle, name.c_str());
+    offer_session(handle);
   } else {
     connection_->plain.emplace(io_);
   }
@@ -357,6 +409,8 @@ void upstream_probe::on_answer(unsigned generation, beast::error_code ec) {
 void upstream_probe::fail(unsigned generation, probe_failure failure, std::string error) {
   if (generation != generation_) return;
   close_connection();
+  // Whatever failed, the next connection is verified in full.
+  session_.reset();
   finish({.failure = failure, .error = std::move(error)});
 }
 

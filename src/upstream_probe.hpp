@@ -1,5 +1,6 @@
 #pragma once
 
+#include <openssl/ssl.h>
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
@@ -15,6 +16,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -54,6 +56,16 @@ struct probe_outcome {
   bool pass() const { return failure == probe_failure::none; }
 };
 
+// What upstream_check drives: the probe below on the loop, a fake in the tests.
+class upstream_prober {
+ public:
+  virtual ~upstream_prober() = default;
+  // The first probe starts at once; outcomes go to the handler the prober was made with, never
+  // from inside start().
+  virtual void start() = 0;
+  virtual void stop() = 0;
+};
+
 // Polls kube-apiserver's own /readyz in the background, on the loop: one probe at a time, the next
 // starting no earlier than `interval` after the previous one started; `timeout` covers connect,
 // TLS and the whole answer. Pass means status 200. A keep-alive connection is used across probes
@@ -73,20 +85,27 @@ struct probe_outcome {
 // bounds fails the probe (oversize) before any body is read or allocated. Read in one step, Boost
 // 1.74's parser goes on past its own body_limit error and reserves the announced length: one
 // "Content-Length: 1099511627776" ended the shim in std::bad_alloc (issue 18, item 2).
-class upstream_probe {
+//
+// A new TLS connection resumes the session of the last one when the server gave a ticket (OpenSSL's
+// client cache, kept here, one session deep), so that a reconnection costs the server less than a
+// full handshake. A resumption never stands in for a verification the shim would now make
+// differently or that may have changed: the session is dropped when the trust or the credentials
+// are loaded again, after any failed probe, and when the server's certificate it was made with has
+// expired. The URL and the name verified are fixed for a probe's life, so a session is never
+// offered to another server.
+class upstream_probe : public upstream_prober {
  public:
   struct handlers {
     std::function<void(const probe_outcome&)> probed;
   };
 
   upstream_probe(boost::asio::io_context& io, const upstream_settings& settings, handlers h);
-  ~upstream_probe();
+  ~upstream_probe() override;
   upstream_probe(const upstream_probe&) = delete;
   upstream_probe& operator=(const upstream_probe&) = delete;
 
-  // The first probe starts at once.
-  void start();
-  void stop();
+  void start() override;
+  void stop() override;
 
  private:
   using clock = std::chrono::steady_clock;
@@ -141,6 +160,13 @@ class upstream_probe {
   void finish(probe_outcome outcome);
   void close_connection();
   probe_outcome describe(boost::beast::error_code ec, bool handshake);
+  // OpenSSL's new-session callback: a ticket (TLS 1.3, after the handshake) or a session (1.2).
+  static int on_new_session(SSL* ssl, SSL_SESSION* session);
+  void offer_session(SSL* handle);
+
+  struct session_free {
+    void operator()(SSL_SESSION* s) const { SSL_SESSION_free(s); }
+  };
 
   boost::asio::io_context& io_;
   upstream_settings settings_;
@@ -149,6 +175,7 @@ class upstream_probe {
   std::string host_header_;
 
   std::unique_ptr<boost::asio::ssl::context> tls_context_;
+  std::unique_ptr<SSL_SESSION, session_free> session_;  // to resume; from tls_context_'s trust
   std::shared_ptr<connection> connection_;
   bool reused_ = false;  // this probe runs on a connection an earlier probe opened
   bool retried_ = false;

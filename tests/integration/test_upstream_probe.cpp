@@ -70,6 +70,14 @@ struct fake_apiserver {
     for (const auto& l : sandbox::read_timed_lines(connection_log)) n += l.word == "ACCEPTED";
     return n;
   }
+  // The TLS handshakes that succeeded, in order: "full" or "resumed".
+  std::vector<std::string> handshakes() const {
+    std::vector<std::string> out;
+    for (const auto& l : sandbox::read_timed_lines(connection_log)) {
+      if (l.word == "HANDSHAKE") out.push_back(l.detail);
+    }
+    return out;
+  }
   std::vector<std::string> handshake_failures() const {
     std::vector<std::string> out;
     for (const auto& l : sandbox::read_timed_lines(connection_log)) {
@@ -393,6 +401,63 @@ TEST_F(UpstreamProbe, ServerThatClosesEachConnection) {
   const auto seen = run_probes(https(f), 3);
   for (const auto& o : seen) expect_pass(o.outcome);
   EXPECT_EQ(f.connections(), 3u);
+}
+
+// A server that closes every connection costs a TLS handshake per probe: after the first, each one
+// resumes the session from the server's last ticket.
+TEST_F(UpstreamProbe, ReconnectionsResumeTheTlsSession) {
+  auto f = start_fake({.tls = pki().server, .close_connections = true});
+  const auto seen = run_probes(https(f), 4);
+  for (const auto& o : seen) expect_pass(o.outcome);
+  EXPECT_EQ(f.connections(), 4u);
+  EXPECT_EQ(f.handshakes(), (std::vector<std::string>{"full", "resumed", "resumed", "resumed"}));
+}
+
+TEST_F(UpstreamProbe, ANewProbeOffersNoSession) {
+  // Another URL is another probe (the shim's settings are fixed): it starts with a full handshake.
+  auto f = start_fake({.tls = pki().server, .close_connections = true});
+  expect_pass(probe_once(https(f, "127.0.0.1")));
+  expect_pass(probe_once(https(f, "localhost")));
+  EXPECT_EQ(f.handshakes(), (std::vector<std::string>{"full", "full"}));
+}
+
+// The CA file is changed for one that does not sign the server's certificate: the next probe must
+// fail as a full handshake would, never pass on the session made under the old trust.
+TEST_F(UpstreamProbe, AChangedCaFileIsNotBypassedByTheSession) {
+  auto f = start_fake({.tls = pki().server, .close_connections = true});
+  auto s = https(f);
+  s.ca_file = path("ca.crt").string();
+  write_file_atomically(s.ca_file, read_file(pki().ca));
+  const auto seen = run_probes(s, 5, [&](unsigned i) {
+    if (i == 1) write_file_atomically(s.ca_file, read_file(pki().other_ca));
+    if (i == 3) write_file_atomically(s.ca_file, read_file(pki().ca));
+  });
+  ASSERT_EQ(seen.size(), 5u);
+  expect_pass(seen[0].outcome);
+  expect_pass(seen[1].outcome);
+  for (unsigned i : {2u, 3u}) {
+    expect_failure(seen[i].outcome, probe_failure::tls,
+                   "certificate verify failed: unable to get local issuer certificate");
+  }
+  expect_pass(seen[4].outcome);
+  EXPECT_EQ(f.handshakes(), (std::vector<std::string>{"full", "resumed", "full"}));
+}
+
+TEST_F(UpstreamProbe, AFailedProbeDropsTheSession) {
+  auto f = start_fake({.tls = pki().server, .close_connections = true});
+  auto s = https(f);
+  s.timeout = 300ms;
+  const auto seen = run_probes(s, 4, [&](unsigned i) {
+    if (i == 0) f.readyz("hang");
+    if (i == 1) f.readyz("200");
+  });
+  ASSERT_EQ(seen.size(), 4u);
+  expect_pass(seen[0].outcome);
+  expect_failure(seen[1].outcome, probe_failure::timeout, "timeout after 300ms");
+  expect_pass(seen[2].outcome);
+  expect_pass(seen[3].outcome);
+  EXPECT_EQ(f.handshakes(), (std::vector<std::string>{"full", "resumed", "full", "resumed"}))
+      << "after a failure the next connection is verified in full";
 }
 
 TEST_F(UpstreamProbe, StoppedApiserverIsATimeoutThenPassesAgain) {

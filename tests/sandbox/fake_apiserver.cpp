@@ -27,8 +27,9 @@
 // --lifecycle-log as "WORD monotonic_us [detail]" (LISTENING, UNREADY, STOPPED_LISTENING, EXIT).
 // --close-connections: every answer says "Connection: close" and the connection is closed after it
 // (a server or proxy that does not keep connections alive).
-// --connection-log gets "ACCEPTED monotonic_us PEER_PORT" for each connection and
-// "HANDSHAKE_FAILED monotonic_us REASON" for each failed TLS handshake (tests count connections).
+// --connection-log gets "ACCEPTED monotonic_us PEER_PORT" for each connection, "HANDSHAKE
+// monotonic_us full|resumed" for each TLS handshake (OpenSSL's session tickets, on by default, as
+// Go's are) and "HANDSHAKE_FAILED monotonic_us REASON" for each failed one (tests count them).
 // Single-threaded Boost.Asio; signals arrive through asio::signal_set, so the logs are written from
 // the event loop rather than from a signal handler.
 
@@ -417,7 +418,11 @@ void session::handshake() {
   tls_->async_handshake(
       ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
         self->stream_.expires_never();
-        if (!ec) return self->read();
+        if (!ec) {
+          self->server_.connections().write(
+              "HANDSHAKE", SSL_session_reused(self->tls_->native_handle()) ? "resumed" : "full");
+          return self->read();
+        }
         self->server_.connections().write("HANDSHAKE_FAILED", ec.message());
         if (ERR_GET_REASON(static_cast<unsigned long>(ec.value())) != SSL_R_HTTP_REQUEST) {
           return self->close();
