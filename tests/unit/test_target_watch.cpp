@@ -115,6 +115,26 @@ TEST(TargetWatch, OneSignalAndNoneFromARestartedWatchReadingTheSameRecord) {
   EXPECT_TRUE(second.missed.empty()) << "a target that had its signal is not a missed one";
 }
 
+// The record outlives a cancelled shutdown: a target that had its signal then, and still runs,
+// gets none from a restarted shim at the next shutdown (the record alone knows it).
+TEST(TargetWatch, ATargetSignalledBeforeACancelGetsNoneAfterARestart) {
+  const test::temp_dir state;
+  const std::string name = unique_name("c");
+  auto target = test_child::counting(name);
+  {
+    watch_run first(name, state.path());
+    first.watch->remember_shutdown(shutdown_sequence::clock::now(), "PrepareForShutdown(true)");
+    first.watch->forward_signal();
+    EXPECT_EQ(target->sigterms_so_far(), 1);
+    first.watch->forget_shutdown();  // the cancel
+  }
+  watch_run second(name, state.path());
+  EXPECT_FALSE(second.watch->resumable());
+  second.watch->forward_signal();
+  EXPECT_EQ(target->sigterms_so_far(), 0);
+  EXPECT_EQ(second.status.signals_forwarded, 0u);
+}
+
 TEST(TargetWatch, LeftToKubeletSendsNoneThenTheShimsOneWhenKubeletGoes) {
   const test::temp_dir state;
   const std::string name = unique_name("k");
