@@ -165,6 +165,16 @@ std::optional<std::uint64_t> http_prober::first_status_at(unsigned status,
   return std::nullopt;
 }
 
+std::optional<http_prober::change> http_prober::in_effect_at(std::uint64_t at_us) const {
+  std::lock_guard lock(mutex_);
+  std::optional<change> out;
+  for (const auto& c : changes_) {
+    if (c.at_us > at_us) break;
+    out = c;
+  }
+  return out;
+}
+
 std::optional<std::uint64_t> http_prober::first_failure_at(std::uint64_t since_us) const {
   std::lock_guard lock(mutex_);
   for (const auto& c : changes_) {

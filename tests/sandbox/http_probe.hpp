@@ -70,6 +70,9 @@ class http_prober {
   std::vector<change> changes() const;
   // First time status was seen at or after since_us.
   std::optional<std::uint64_t> first_status_at(unsigned status, std::uint64_t since_us = 0) const;
+  // The status in effect at `at_us` (0 for a transport error), and since when; none before the
+  // first answer.
+  std::optional<change> in_effect_at(std::uint64_t at_us) const;
   // First answer at or after since_us that was not a 2xx (including transport errors).
   std::optional<std::uint64_t> first_failure_at(std::uint64_t since_us = 0) const;
   std::uint64_t requests() const { return requests_; }
