@@ -8,6 +8,8 @@
 //                          (what raised the shim's high-water mark by 64 MiB)
 //   --answer=stream-unannounced  the same without a Content-Length: the body ends at the close
 //   --answer=huge-header   200 whose header block goes on for 1 MiB
+//   --answer=ok            200 "ok" and Connection: close: the same probing, answered well (the
+//                          tests' baseline)
 // hostile_upstream --answer=KIND --port-file=PATH [--connection-log=PATH]
 // The port (chosen by the kernel) is written to --port-file once it listens; --connection-log gets
 // "ACCEPTED monotonic_us" per connection (sandbox::read_timed_lines). Exit 0 on SIGTERM.
@@ -67,7 +69,9 @@ class session : public std::enable_shared_from_this<session> {
 
  private:
   void answer() {
-    if (opts_.answer == "huge-length") {
+    if (opts_.answer == "ok") {
+      head_ = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+    } else if (opts_.answer == "huge-length") {
       head_ = "HTTP/1.1 200 OK\r\nContent-Length: 1099511627776\r\n\r\nok";
     } else if (opts_.answer == "stream") {
       head_ = fmt::format("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", kStreamBytes);
@@ -140,11 +144,12 @@ int main(int argc, char** argv) {
     }
   }
   if ((o.answer != "huge-length" && o.answer != "stream" && o.answer != "stream-unannounced" &&
-       o.answer != "huge-header") ||
+       o.answer != "huge-header" && o.answer != "ok") ||
       o.port_file.empty()) {
-    fmt::print(stderr,
-               "usage: hostile_upstream --answer=huge-length|stream|stream-unannounced|huge-header "
-               "--port-file=PATH [--connection-log=PATH]\n");
+    fmt::print(
+        stderr,
+        "usage: hostile_upstream --answer=huge-length|stream|stream-unannounced|huge-header|ok "
+        "--port-file=PATH [--connection-log=PATH]\n");
     return 2;
   }
   signal(SIGPIPE, SIG_IGN);
