@@ -87,7 +87,7 @@ class FaultUpstream : public ShimTest {
   void survives(const std::string& kind, const std::string& error) {
     auto api = start_apiserver("kube-apiserver", api_delay("1s"));
     // The same shim against well-formed answers first: its peak is the baseline, whatever the
-    // build (under ASan the shim's peak is about 180 MiB, in a release build about 6.5 MiB).
+    // build (a sanitized shim's peak is many times a release build's: docs/testing.md).
     std::optional<long> baseline;
     {
       shim calm;
