@@ -23,6 +23,21 @@ constexpr const char* kNoSuchName = "no-such-target";
 
 class FaultNoTarget : public ShimTest {
  protected:
+  // A reboot the shim acts on (a 503 during it), then its job cancelled: logind says
+  // PrepareForShutdown(false) at cancelled_us.
+  void reboot_then_cancel(const shim& s, std::uint64_t& cancelled_us) {
+    sandbox::http_prober prober(s.port);
+    const auto t0 = sb().reboot();
+    const auto start = sb().wait_for_start_unit("reboot.target", kEventTimeout, t0);
+    prober.stop();
+    ASSERT_TRUE(start) << "logind never started reboot.target";
+    EXPECT_TRUE(prober.first_status_at(503, t0)) << "the shim did not act on the shutdown at all";
+    const auto before = sb().prepare_for_shutdown_signals().size();
+    sb().cancel_last_job();
+    ASSERT_TRUE(sb().wait_for_prepare_for_shutdown(false, kEventTimeout, before));
+    cancelled_us = sandbox::monotonic_us();
+  }
+
   // Every check but the target's passes: /readyz?exclude=target answers 200 (bounded polling).
   bool wait_ready_but_target(const shim& s) {
     const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
@@ -50,18 +65,8 @@ TEST_F(FaultNoTarget, CancelWithNoTargetReturnsToReady) {
   ASSERT_TRUE(before_reboot && before_reboot->status == 200)
       << (before_reboot ? before_reboot->body : "no answer");
 
-  sandbox::http_prober prober(s.port);
-  const auto t0 = sb().reboot();
-  const auto start = sb().wait_for_start_unit("reboot.target", kEventTimeout, t0);
-  prober.stop();
-  ASSERT_TRUE(start) << "logind never started reboot.target";
-  EXPECT_TRUE(prober.first_status_at(503, t0)) << "the shim did not act on the shutdown at all";
-
-  // The reboot job is cancelled: logind says PrepareForShutdown(false).
-  const auto before = sb().prepare_for_shutdown_signals().size();
-  sb().cancel_last_job();
-  ASSERT_TRUE(sb().wait_for_prepare_for_shutdown(false, kEventTimeout, before));
-  const auto cancelled_us = sandbox::monotonic_us();
+  std::uint64_t cancelled_us = 0;
+  ASSERT_NO_FATAL_FAILURE(reboot_then_cancel(s, cancelled_us));
   const bool relocked = wait_shim_lock_of(s, kEventTimeout);
   const auto relocked_us = sandbox::monotonic_us();
   const bool ready = wait_ready_but_target(s);
@@ -90,17 +95,8 @@ TEST_F(FaultNoTarget, CancelWithNoTargetConfiguredReturnsToReady) {
   ASSERT_FALSE(HasFailure());
   ASSERT_TRUE(wait_shim_lock_of(s));
 
-  sandbox::http_prober prober(s.port);
-  const auto t0 = sb().reboot();
-  const auto start = sb().wait_for_start_unit("reboot.target", kEventTimeout, t0);
-  prober.stop();
-  ASSERT_TRUE(start) << "logind never started reboot.target";
-  EXPECT_TRUE(prober.first_status_at(503, t0)) << "the shim did not act on the shutdown at all";
-
-  const auto before = sb().prepare_for_shutdown_signals().size();
-  sb().cancel_last_job();
-  ASSERT_TRUE(sb().wait_for_prepare_for_shutdown(false, kEventTimeout, before));
-  const auto cancelled_us = sandbox::monotonic_us();
+  std::uint64_t cancelled_us = 0;
+  ASSERT_NO_FATAL_FAILURE(reboot_then_cancel(s, cancelled_us));
   const bool relocked = wait_shim_lock_of(s, kEventTimeout);
   const bool ready = wait_shim_ready(s, kEventTimeout);
   const auto ready_us = sandbox::monotonic_us();
