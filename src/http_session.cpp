@@ -10,8 +10,6 @@
 #include <string>
 #include <utility>
 
-#include "http_server_state.hpp"
-
 namespace shim {
 
 namespace asio = boost::asio;
@@ -33,11 +31,11 @@ constexpr std::size_t kKeptAnswerCapacity = 2048;
 
 }  // namespace
 
-http_session::http_session(std::shared_ptr<http_server_state> state, socket_type socket)
-    : state_(std::move(state)),
+http_session::http_session(std::shared_ptr<http_connections> connections, socket_type socket)
+    : connections_(std::move(connections)),
       socket_(std::move(socket)),
-      timer_(state_->io),
-      buffer_(state_->limits.max_request_bytes) {}
+      timer_(connections_->io()),
+      buffer_(connections_->limits().max_request_bytes) {}
 
 http_session::~http_session() {
   timer_.cancel();
@@ -45,7 +43,7 @@ http_session::~http_session() {
 }
 
 void http_session::start() {
-  pos_ = state_->sessions.insert(state_->sessions.end(), this);
+  pos_ = connections_->add(this);
   registered_ = true;
   read_request();
 }
@@ -80,16 +78,16 @@ void http_session::arm_timer() {
   });
 }
 
-bool http_session::closed() const { return !registered_ || state_->stopped; }
+bool http_session::closed() const { return !registered_ || connections_->stopped(); }
 
 void http_session::unregister() {
   if (!registered_) return;
   registered_ = false;
-  state_->session_closed(pos_);
+  connections_->remove(pos_);
 }
 
 void http_session::read_request() {
-  const auto& limits = state_->limits;
+  const auto& limits = connections_->limits();
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(
       std::min<std::size_t>(limits.max_request_bytes, std::numeric_limits<std::uint32_t>::max())));
@@ -127,18 +125,19 @@ void http_session::on_read(beast::error_code ec) {
   }
   out_.clear();
   if (refusal != http::status::ok) {
-    append_refusal(state_->counts, refusal, out_);
+    connections_->answers().refuse(refusal, connections_->counts(), out_);
     return write(then::linger);
   }
-  state_->sessions.splice(state_->sessions.end(), state_->sessions, pos_);  // most recently active
-  const bool keep_alive = append_response(state_->status, state_->counts, parser_->get(), out_);
+  connections_->touch(pos_);  // most recently active
+  const bool keep_alive =
+      connections_->answers().respond(parser_->get(), connections_->counts(), out_);
   write(keep_alive ? then::read_next : then::close);
 }
 
 void http_session::write(then next) {
   parser_.reset();  // the request is answered: its target is not kept while the answer goes out
   // A client that does not read its responses gets the same deadline as one that does not send.
-  set_deadline(state_->limits.read_timeout);
+  set_deadline(connections_->limits().read_timeout);
   asio::async_write(socket_, asio::buffer(out_),
                     [self = shared_from_this(), next](beast::error_code ec, std::size_t) {
                       self->on_write(next, ec);
@@ -153,7 +152,8 @@ void http_session::on_write(then next, beast::error_code ec) {
   if (next == then::close) return;
   // What the client sent after a refused request is still unread.
   buffer_.consume(buffer_.size());
-  set_deadline(std::min<std::chrono::milliseconds>(state_->limits.read_timeout, kLingerTimeout));
+  set_deadline(
+      std::min<std::chrono::milliseconds>(connections_->limits().read_timeout, kLingerTimeout));
   drain();
 }
 

@@ -12,21 +12,21 @@
 #include <optional>
 #include <string>
 
-#include "readiness_server.hpp"
+#include "http_connections.hpp"
 #include "request_head_parser.hpp"
 
 namespace shim {
 
-struct http_server_state;
-
-// One HTTP/1.1 connection of the readiness server: reads a request head, answers it, and goes on
-// while the client keeps the connection alive. A request is at most max_request_bytes; one that
-// announces a body is refused from its header, so Beast's body and chunk parsers never run.
+// One HTTP/1.1 connection of the readiness server: reads a request head, has it answered
+// (http_answers), and goes on while the client keeps the connection alive. A request is at most
+// max_request_bytes; one that announces a body is refused from its header, so Beast's body and
+// chunk parsers never run.
 //
 // It takes far fewer instructions per keep-alive /readyz than Beast's plain session (tcp_stream,
 // http::async_read, http::async_write), from three changes whose comments say so: the deadline,
 // the executor and the hand-written answer (callgrind; the counts are in docs/benchmarks.md).
-class http_session : public std::enable_shared_from_this<http_session> {
+class http_session final : public http_connection,
+                           public std::enable_shared_from_this<http_session> {
  public:
   // The io_context's own executor rather than any_io_executor, whose type-erased copies
   // (any_executor_base's moves and destroys) were a visible part of each request in callgrind's
@@ -38,14 +38,14 @@ class http_session : public std::enable_shared_from_this<http_session> {
                                         boost::asio::wait_traits<std::chrono::steady_clock>,
                                         boost::asio::io_context::executor_type>;
 
-  http_session(std::shared_ptr<http_server_state> state, socket_type socket);
+  http_session(std::shared_ptr<http_connections> connections, socket_type socket);
   ~http_session();
   http_session(const http_session&) = delete;
   http_session& operator=(const http_session&) = delete;
 
   void start();
   // Eviction or stop: pending operations complete with operation_aborted and the session ends.
-  void close();
+  void close() override;
 
  private:
   bool closed() const;
@@ -61,7 +61,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   void on_write(then next, boost::beast::error_code ec);
   void drain();
 
-  std::shared_ptr<http_server_state> state_;
+  std::shared_ptr<http_connections> connections_;
   socket_type socket_;
   timer_type timer_;
   std::chrono::steady_clock::time_point deadline_;
@@ -69,7 +69,7 @@ class http_session : public std::enable_shared_from_this<http_session> {
   boost::beast::flat_buffer buffer_;
   std::optional<request_head_parser> parser_;  // the request being read
   std::string out_;  // the answer being written; a probe-sized capacity is reused
-  std::list<http_session*>::iterator pos_;
+  http_connections::position pos_;
   bool registered_ = false;
 };
 

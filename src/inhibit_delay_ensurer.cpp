@@ -4,6 +4,7 @@
 
 #include <system_error>
 
+#include "duration_text.hpp"
 #include "saturating.hpp"
 
 namespace shim {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "config.hpp"
+#include "duration_text.hpp"
 #include "logind_config.hpp"
 
 namespace shim {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "config.hpp"
+#include "duration_text.hpp"
 #include "json_text.hpp"
 #include "logind_config.hpp"
 #include "small_file.hpp"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "config.hpp"
+#include "flag_values.hpp"
 #include "log_level.hpp"
 
 namespace shim {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "config.hpp"
+#include "flag_values.hpp"
 #include "log_level.hpp"
 #include "log_line.hpp"
 #include "log_sink.hpp"

@@ -11,7 +11,8 @@
 #include <map>
 #include <system_error>
 
-#include "config.hpp"
+#include "ascii_digits.hpp"
+#include "duration_text.hpp"
 #include "errno_error.hpp"
 #include "saturating.hpp"
 #include "small_file.hpp"
@@ -70,8 +71,6 @@ constexpr std::array<time_unit, 30> kTimeUnits{{
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 // What strtoll() skips before the number: isspace() in the C locale, a superset of the above.
 bool is_c_space(char c) { return is_blank(c) || c == '\v' || c == '\f'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);

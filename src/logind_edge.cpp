@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "duration_text.hpp"
+
 namespace shim {
 
 logind_edge::logind_edge(boost::asio::io_context& io, const config& cfg, logger& log,

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <utility>
 
+#include "duration_text.hpp"
+
 namespace shim {
 
 namespace {

@@ -5,40 +5,12 @@
 namespace shim {
 namespace {
 
-// The two last boots that had a shutdown: the running boot's, if it has one yet (a cancelled
-// shutdown, a restart mid-hold), and the one before it.
-constexpr std::size_t kBootsRead = 2;
 constexpr std::size_t kShortBootId = 8;
 constexpr std::size_t kMaxDetail = 200;
 
 std::string seconds_text(double s) { return fmt::format("{:.3f}", s); }
 
 }  // namespace
-
-std::optional<previous_shutdown> previous_shutdown::latest(
-    const std::vector<shutdown_history::boot>& boots) {
-  for (auto it = boots.rbegin(); it != boots.rend(); ++it) {
-    if (it->current) continue;
-    const shutdown_account& s = it->last_shutdown;
-    return previous_shutdown{.boot_id = it->boot_id,
-                             .wall = s.wall(),
-                             .trigger = s.trigger(),
-                             .verdict = it->verdict(),
-                             .detail = it->detail(),
-                             .hold = s.hold(),
-                             .records_span = s.records_span(),
-                             .unready_to_signal = s.unready_to_signal(),
-                             .signal_to_target_exit = s.signal_to_target_exit()};
-  }
-  return std::nullopt;
-}
-
-result<std::optional<previous_shutdown>> previous_shutdown::read(
-    const std::string& event_log, const std::string& current_boot_id) {
-  auto history = shutdown_history::read(event_log, kBootsRead, current_boot_id);
-  if (!history) return result<std::optional<previous_shutdown>>::failure(history.error());
-  return result<std::optional<previous_shutdown>>::success(latest(history.value().boots));
-}
 
 std::string previous_shutdown::summary() const {
   std::string text =

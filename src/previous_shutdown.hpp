@@ -5,8 +5,6 @@
 #include <vector>
 
 #include "log_line.hpp"
-#include "result.hpp"
-#include "shutdown_history.hpp"
 #include "shutdown_verdict.hpp"
 
 namespace shim {
@@ -28,16 +26,6 @@ struct previous_shutdown {
   std::optional<double> signal_to_target_exit;
 
   bool clean() const { return verdict == shutdown_verdict::clean; }
-
-  // The latest of `boots` (oldest first, as shutdown_history gives them) that is not the boot
-  // running now; nullopt when there is none.
-  static std::optional<previous_shutdown> latest(const std::vector<shutdown_history::boot>& boots);
-
-  // Streams the event log (and PATH.1) once. current_boot_id: current_boot_id(), never empty (a
-  // shim that cannot tell its boot cannot tell an earlier one). Costs one streamed pass over the
-  // log, memory bounded (its time: shutdown_shim::record_previous_shutdown, docs/benchmarks.md).
-  static result<std::optional<previous_shutdown>> read(const std::string& event_log,
-                                                       const std::string& current_boot_id);
 
   // One line: "clean, boot 0123abcd, hold 3.0 s, ...", for ?verbose and the event's message.
   std::string summary() const;

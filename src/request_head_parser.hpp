@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "readiness_server.hpp"
+#include "http_message.hpp"
 
 namespace shim {
 

@@ -5,8 +5,7 @@
 #include <algorithm>
 #include <array>
 
-#include "config.hpp"
-#include "event_log.hpp"
+#include "duration_text.hpp"
 #include "log_line.hpp"
 #include "logind_config.hpp"
 

@@ -10,6 +10,10 @@
 namespace shim {
 namespace {
 
+// The two last boots that had a shutdown: the running boot's, if it has one yet (a cancelled
+// shutdown, a restart mid-hold), and the one before it.
+constexpr std::size_t kBootsRead = 2;
+
 std::optional<std::int64_t> clock_of(const event_record& r) {
   return r.boottime_us ? r.boottime_us : r.monotonic_us;
 }
@@ -105,6 +109,32 @@ result<shutdown_history::read_result> shutdown_history::read(const std::string& 
   }
   out.skipped_lines = reader.skipped_lines();
   return result<read_result>::success(std::move(out));
+}
+
+std::optional<previous_shutdown> previous_shutdown_in(
+    const std::vector<shutdown_history::boot>& boots) {
+  for (auto it = boots.rbegin(); it != boots.rend(); ++it) {
+    if (it->current) continue;
+    const shutdown_account& s = it->last_shutdown;
+    return previous_shutdown{.boot_id = it->boot_id,
+                             .wall = s.wall(),
+                             .trigger = s.trigger(),
+                             .verdict = it->verdict(),
+                             .detail = it->detail(),
+                             .hold = s.hold(),
+                             .records_span = s.records_span(),
+                             .unready_to_signal = s.unready_to_signal(),
+                             .signal_to_target_exit = s.signal_to_target_exit()};
+  }
+  return std::nullopt;
+}
+
+result<std::optional<previous_shutdown>> read_previous_shutdown(
+    const std::string& event_log, const std::string& current_boot_id) {
+  auto history = shutdown_history::read(event_log, kBootsRead, current_boot_id);
+  if (!history) return result<std::optional<previous_shutdown>>::failure(history.error());
+  return result<std::optional<previous_shutdown>>::success(
+      previous_shutdown_in(history.value().boots));
 }
 
 }  // namespace shim

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "event_line_reader.hpp"
+#include "previous_shutdown.hpp"
 #include "result.hpp"
 #include "shutdown_account.hpp"
 
@@ -76,5 +77,16 @@ class shutdown_history {
   std::optional<open_boot> open_;
   std::deque<boot> done_;
 };
+
+// The latest of `boots` (oldest first, as shutdown_history gives them) that is not the boot running
+// now; nullopt when there is none.
+std::optional<previous_shutdown> previous_shutdown_in(
+    const std::vector<shutdown_history::boot>& boots);
+
+// The daemon's read at start: streams the event log (and PATH.1) once. current_boot_id:
+// current_boot_id(), never empty (a shim that cannot tell its boot cannot tell an earlier one).
+// One streamed pass over the log, memory bounded (its cost: docs/benchmarks.md).
+result<std::optional<previous_shutdown>> read_previous_shutdown(const std::string& event_log,
+                                                                const std::string& current_boot_id);
 
 }  // namespace shim

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "boot_journal.hpp"
-#include "config.hpp"
 #include "log_line.hpp"
 #include "shutdown_history.hpp"
+#include "usage_error.hpp"
 
 namespace shim {
 namespace {

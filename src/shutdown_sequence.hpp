@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
 #include "event_kind.hpp"
+#include "flag_values.hpp"
 
 namespace shim {
 

@@ -5,11 +5,12 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <iterator>
 #include <vector>
 
 #include "boot_id.hpp"
+#include "duration_text.hpp"
+#include "shutdown_history.hpp"
+#include "signal_names.hpp"
 
 namespace shim {
 
@@ -25,19 +26,6 @@ shutdown_sequence::settings sequence_settings(const config& cfg) {
           .has_target = cfg.target.any(),
           .wrapper = cfg.target.wrapper()};
 }
-
-// Signals whose default action would kill the shim, apart from the two that start the shutdown
-// sequence and those that report its own faults (SIGSEGV and the like must still kill it).
-// logrotate's `kill -HUP` or a stray SIGUSR1 once cut a hold short (faults suite).
-// A wrapper passes these on to its child, as a container's init does (and as it did before).
-std::vector<int> passed_on_signals() {
-  std::vector<int> signals = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPWR, SIGWINCH};
-  for (int s = SIGRTMIN; s <= SIGRTMAX; ++s) signals.push_back(s);
-  return signals;
-}
-// These speak of the receiving process's own limits and profiling: never passed on (Go programs
-// such as kube-apiserver crash on SIGSYS), only logged.
-constexpr int kOwnSignals[] = {SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
 
 }  // namespace
 
@@ -70,8 +58,8 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
                },
            .running_again = [this] { runner_.feed([](seq& s) { return s.target_running(); }); },
            .child_exited = [this](int code) { on_child_exit(code); }}),
-      triggers_(io),
-      strays_(io),
+      signals_(io, {.trigger = [this](int signal) { on_trigger_signal(signal); },
+                    .stray = [this](int signal, bool own) { on_stray_signal(signal, own); }}),
       hold_timer_(io),
       watchdog_timer_(io) {
   status_.drain_delay = cfg.drain_delay;
@@ -90,7 +78,8 @@ shutdown_shim::~shutdown_shim() = default;
 
 void shutdown_shim::start() {
   // Signals first, so that a SIGTERM during start-up already runs the sequence.
-  install_signal_handlers();
+  // As PID 1 (a container's init) every orphan is ours to reap.
+  signals_.start(cfg_.target.wrapper() && getpid() == 1);
   start_watchdog();
 
   server_.listen(cfg_.listen);
@@ -133,7 +122,7 @@ void shutdown_shim::record_previous_shutdown() {
     log_.warning("this boot's id is unreadable: the previous shutdown is not looked for");
     return;
   }
-  auto read = previous_shutdown::read(cfg_.event_log, boot);
+  auto read = read_previous_shutdown(cfg_.event_log, boot);
   if (!read) {
     log_.warning("cannot read the event log for the previous shutdown", {{"error", read.error()}});
     return;
@@ -168,44 +157,13 @@ void shutdown_shim::start_bus() {
   logind_->start();
 }
 
-void shutdown_shim::install_signal_handlers() {
-  triggers_.add(SIGTERM);
-  triggers_.add(SIGINT);
-  wait_for_triggers();
-  for (int s : passed_on_signals()) strays_.add(s);
-  for (int s : kOwnSignals) strays_.add(s);
-  // As PID 1 (a container's init) every orphan is ours to reap.
-  if (cfg_.target.wrapper() && getpid() == 1) strays_.add(SIGCHLD);
-  wait_for_strays();
-  // Job control must never stop the shim mid-hold; the child gets the default back at exec.
-  for (int s : {SIGTSTP, SIGTTIN, SIGTTOU}) ::signal(s, SIG_IGN);
-}
-
-void shutdown_shim::wait_for_triggers() {
-  triggers_.async_wait([this](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    on_trigger_signal(signal);
-    wait_for_triggers();
-  });
-}
-
-void shutdown_shim::wait_for_strays() {
-  strays_.async_wait([this](const boost::system::error_code& ec, int signal) {
-    if (ec) return;
-    on_stray_signal(signal);
-    wait_for_strays();
-  });
-}
-
-void shutdown_shim::on_stray_signal(int signal) {
+void shutdown_shim::on_stray_signal(int signal, bool own) {
   if (signal == SIGCHLD) return target_.reap_orphans();
   if (signal == SIGHUP) {
     // logrotate's convention: the event log is opened again at its path; nothing else changes.
     // A failure is logged there, and the old file is kept.
     events_.reopen();
   }
-  const bool own =
-      std::find(std::begin(kOwnSignals), std::end(kOwnSignals), signal) != std::end(kOwnSignals);
   if (!own && target_.pass_on(signal)) return;
   if (signal != SIGHUP && signal != SIGWINCH) {
     log_.notice("ignoring a signal", {{"signal", signal_name(signal)}});
@@ -450,8 +408,7 @@ void shutdown_shim::finish(shim_outcome outcome) {
   // Nothing the sequence still has queued is carried out now.
   runner_.halt();
   server_.stop();
-  triggers_.cancel();
-  strays_.cancel();
+  signals_.stop();
   hold_timer_.cancel();
   watchdog_timer_.cancel();
   target_.stop();

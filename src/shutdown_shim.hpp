@@ -1,7 +1,6 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <optional>
@@ -14,6 +13,7 @@
 #include "readiness_server.hpp"
 #include "sequence_runner.hpp"
 #include "shim_status.hpp"
+#include "signal_watch.hpp"
 #include "target_watch.hpp"
 #include "upstream_check.hpp"
 
@@ -72,14 +72,11 @@ class shutdown_shim {
   void on_preparing_read(bool preparing);
   void on_first_attempt(const result<>& outcome);
   void on_trigger_signal(int signal);
-  void on_stray_signal(int signal);
+  void on_stray_signal(int signal, bool own);
   void on_child_exit(int code);
 
   void record_previous_shutdown();
   void start_bus();
-  void install_signal_handlers();
-  void wait_for_triggers();
-  void wait_for_strays();
   void notify_status();
   void start_watchdog();
   void ping_watchdog();
@@ -98,8 +95,7 @@ class shutdown_shim {
   kubelet_watch kubelet_;
   target_watch target_;
 
-  boost::asio::signal_set triggers_;  // SIGTERM, SIGINT: the shutdown sequence
-  boost::asio::signal_set strays_;    // everything else that would kill or stop the shim
+  signal_watch signals_;
   boost::asio::steady_timer hold_timer_;
   boost::asio::steady_timer watchdog_timer_;
   std::chrono::microseconds watchdog_period_{0};

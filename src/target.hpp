@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
+#include "target_spec.hpp"
 #include "unique_fd.hpp"
 
 namespace shim {

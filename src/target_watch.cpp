@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "signal_names.hpp"
 #include "small_file.hpp"
 
 namespace shim {

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "event_log.hpp"
+#include "log_line.hpp"
 
 namespace shim {
 

@@ -19,7 +19,8 @@
 #include <ctime>
 #include <utility>
 
-#include "config.hpp"
+#include "duration_text.hpp"
+#include "probe_error.hpp"
 #include "small_file.hpp"
 
 namespace shim {
@@ -31,20 +32,6 @@ namespace ssl = asio::ssl;
 
 namespace {
 
-constexpr std::array<std::string_view, 9> kFailureNames{
-    "none", "timeout", "refused", "connect", "tls", "status", "protocol", "oversize", "config"};
-static_assert(kFailureNames.size() == static_cast<std::size_t>(probe_failure::config) + 1,
-              "one name per probe_failure, in the same order");
-
-// kube-apiserver's /readyz?verbose is a few KiB; anything much larger is not a readiness answer.
-constexpr std::uint64_t kMaxBody = 64 * 1024;
-constexpr std::uint32_t kMaxHeader = 16 * 1024;
-
-std::string first_line(std::string text) {
-  text = text.substr(0, text.find('\n'));
-  return text;
-}
-
 // Where a TLS context keeps the probe it belongs to (its app data is Asio's verify callback).
 int probe_index() {
   static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
@@ -52,12 +39,6 @@ int probe_index() {
 }
 
 }  // namespace
-
-std::string_view to_string(probe_failure f) { return kFailureNames[static_cast<std::size_t>(f)]; }
-
-std::span<const std::string_view> probe_failure_reasons() {
-  return std::span(kFailureNames).subspan(1);
-}
 
 upstream_probe::upstream_probe(asio::io_context& io, const upstream_settings& settings, handlers h)
     : io_(io), settings_(settings), handlers_(std::move(h)), next_(io) {
@@ -293,7 +274,7 @@ void upstream_probe::connect() {
   close_connection();
   connection_ = std::make_shared<connection>();
   // The parser's bounds hold the answer; this one holds what is read ahead of it as well.
-  connection_->buffer.max_size(kMaxHeader + kMaxBody);
+  connection_->buffer.max_size(kMaxProbeHeader + kMaxProbeBody);
   if (settings_.url.tls) {
     connection_->tls.emplace(io_, *tls_context_);
     SSL* handle = connection_->tls->native_handle();
@@ -355,8 +336,8 @@ void upstream_probe::send(unsigned generation) {
   c.request.set(http::field::accept, "*/*");
   if (!token_.empty()) c.request.set(http::field::authorization, "Bearer " + token_);
   c.parser.emplace();
-  c.parser->header_limit(kMaxHeader);
-  c.parser->body_limit(kMaxBody);
+  c.parser->header_limit(kMaxProbeHeader);
+  c.parser->body_limit(kMaxProbeBody);
   c.buffer.clear();
   c.lowest().expires_at(started_ + settings_.timeout);
   const auto on_written = [this, generation](beast::error_code ec, std::size_t) {
@@ -429,45 +410,14 @@ void upstream_probe::finish(probe_outcome outcome) {
       });
 }
 
-probe_outcome upstream_probe::describe(beast::error_code ec, bool handshake) {
-  if (ec == beast::error::timeout) {
-    return {.failure = probe_failure::timeout,
-            .error = "timeout after " + format_duration(settings_.timeout)};
-  }
-  if (ec == asio::error::connection_refused) {
-    return {.failure = probe_failure::refused, .error = "connection refused"};
-  }
-  if (ec == http::error::header_limit) {
-    return {.failure = probe_failure::oversize,
-            .error = fmt::format("answer's header block larger than {} bytes", kMaxHeader)};
-  }
-  if (ec == http::error::body_limit || ec == http::error::buffer_overflow) {
-    return {.failure = probe_failure::oversize,
-            .error = fmt::format("answer's body larger than {} bytes", kMaxBody)};
-  }
-  if (handshake) {
-    // Skipping verification records the verdict all the same; it is not why a handshake failed.
-    if (connection_->tls && !settings_.insecure_skip_verify) {
-      const long verify = SSL_get_verify_result(connection_->tls->native_handle());
-      if (verify != X509_V_OK) {
-        return {.failure = probe_failure::tls,
-                .error = std::string("certificate verify failed: ") +
-                         X509_verify_cert_error_string(verify)};
-      }
-    }
-    return {.failure = probe_failure::tls, .error = "TLS handshake: " + first_line(ec.message())};
-  }
-  // In TLS 1.3 the client's handshake is over before the server has checked the client
-  // certificate: its refusal ("tlsv13 alert certificate required", "tlsv1 alert unknown ca")
-  // arrives with the answer (UpstreamProbe.MutualTlsRequired).
-  if (ec.category() == asio::error::get_ssl_category()) {
-    return {.failure = probe_failure::tls, .error = "TLS: " + first_line(ec.message())};
-  }
-  if (ec.category() == http::make_error_code(http::error::end_of_stream).category() ||
-      ec == asio::error::eof) {
-    return {.failure = probe_failure::protocol, .error = first_line(ec.message())};
-  }
-  return {.failure = probe_failure::connect, .error = first_line(ec.message())};
+probe_outcome upstream_probe::describe(beast::error_code ec, bool handshake) const {
+  // Skipping verification records the verdict all the same; it is not why a handshake failed.
+  const bool verified = handshake && connection_->tls && !settings_.insecure_skip_verify;
+  return describe_probe_error(
+      ec, {.timeout = settings_.timeout,
+           .handshake = handshake,
+           .verify_result =
+               verified ? SSL_get_verify_result(connection_->tls->native_handle()) : X509_V_OK});
 }
 
 }  // namespace shim

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "ascii_digits.hpp"
 #include "yaml_event_stream.hpp"
 
 namespace shim {
@@ -31,8 +32,6 @@ template <std::size_t N>
 bool is_one_of(std::string_view s, const std::array<std::string_view, N>& list) {
   return std::find(list.begin(), list.end(), s) != list.end();
 }
-
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 int digit_value(char c) {
   if (is_digit(c)) return c - '0';

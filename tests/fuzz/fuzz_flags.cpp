@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "duration_text.hpp"
 
 namespace {
 

@@ -50,6 +50,7 @@
 
 #include "bus_names.hpp"
 #include "config.hpp"
+#include "duration_text.hpp"
 #include "node_sandbox.hpp"
 #include "private_bus.hpp"
 #include "process.hpp"

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "http_answer.hpp"
 #include "readiness_server.hpp"
 
 namespace shim::readiness_test {

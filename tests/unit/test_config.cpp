@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "config.hpp"
+#include "duration_text.hpp"
+#include "signal_names.hpp"
 
 namespace shim {
 namespace {

@@ -11,9 +11,12 @@
 #include <string>
 
 #include "event_log_builder.hpp"
+#include "http_answer.hpp"
 #include "previous_shutdown.hpp"
+#include "prometheus_metrics.hpp"
 #include "readiness_server.hpp"
 #include "shim_status.hpp"
+#include "shutdown_history.hpp"
 
 namespace shim {
 namespace {
@@ -25,10 +28,10 @@ using test::kBootC;
 using testing::HasSubstr;
 
 std::optional<previous_shutdown> previous_of(const std::string& log, std::string_view running) {
-  // As previous_shutdown::read() keeps them: the two last boots that had a shutdown.
+  // As read_previous_shutdown() keeps them: the two last boots that had a shutdown.
   shutdown_history history(2, std::string(running));
   test::feed(history, log);
-  return previous_shutdown::latest(history.boots());
+  return previous_shutdown_in(history.boots());
 }
 
 std::string value_of(const log_fields& fields, const std::string& key) {
@@ -134,7 +137,7 @@ TEST(PreviousShutdown, ReadStreamsTheFileAndNoFileIsNone) {
       std::filesystem::temp_directory_path() / ("shim-previous-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = (dir / "events.jsonl").string();
-  auto none = previous_shutdown::read(path, std::string(kBootB));
+  auto none = read_previous_shutdown(path, std::string(kBootB));
   ASSERT_TRUE(none) << none.error();
   EXPECT_FALSE(none.value());
 
@@ -142,12 +145,12 @@ TEST(PreviousShutdown, ReadStreamsTheFileAndNoFileIsNone) {
   log.start(1).clean_shutdown(100);
   log.boot(kBootB).start(2);
   std::ofstream(path) << log.text();
-  auto found = previous_shutdown::read(path, std::string(kBootB));
+  auto found = read_previous_shutdown(path, std::string(kBootB));
   ASSERT_TRUE(found) << found.error();
   ASSERT_TRUE(found.value());
   EXPECT_EQ(found.value()->verdict, shutdown_verdict::clean);
 
-  EXPECT_FALSE(previous_shutdown::read(dir.string(), std::string(kBootB)))
+  EXPECT_FALSE(read_previous_shutdown(dir.string(), std::string(kBootB)))
       << "a directory is an error";
   std::filesystem::remove_all(dir);
 }
@@ -164,7 +167,7 @@ TEST(PreviousShutdown, ALogOthersMayWriteIsUntrusted) {
   log.boot(kBootB).start(2);
   std::ofstream(path) << log.text();
   ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
-  auto found = previous_shutdown::read(path, std::string(kBootB));
+  auto found = read_previous_shutdown(path, std::string(kBootB));
   ASSERT_TRUE(found) << found.error();
   ASSERT_TRUE(found.value());
   const auto& p = *found.value();

@@ -19,6 +19,7 @@
 #include "event_recorder.hpp"
 #include "log_test_support.hpp"
 #include "process_metrics.hpp"
+#include "prometheus_metrics.hpp"
 #include "readiness_server.hpp"
 
 namespace shim {
@@ -133,8 +134,11 @@ TEST(ProcessMetrics, ResidentBytesAreRssPagesTimesThePageSize) {
   const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   const auto first = read_process_figures();
   ASSERT_TRUE(first.resident_bytes);
-  // 32 MiB touched page by page: the figure grows by at least as much.
+  // 32 MiB touched page by page: the figure grows by about as much. Not by all of it: glibc gives
+  // the heap's top back once more than M_TRIM_THRESHOLD (128 KiB) of it is free, so what the first
+  // reading's own buffers held may have left RSS meanwhile (131,072 bytes less, once, at load 2).
   constexpr std::size_t kTouched = 32u << 20;
+  constexpr std::size_t kHeapTrimAllowance = 1u << 20;
   std::vector<char> block(kTouched);
   for (std::size_t i = 0; i < block.size(); i += page) block[i] = 1;
   // RSS moves with every page fault: compare a figure taken between two equal readings.
@@ -147,7 +151,8 @@ TEST(ProcessMetrics, ResidentBytesAreRssPagesTimesThePageSize) {
     if (before.rss_pages != after.rss_pages) continue;
     compared = true;
     EXPECT_EQ(*p.resident_bytes, static_cast<double>(before.rss_pages * page));
-    EXPECT_GE(*p.resident_bytes, *first.resident_bytes + static_cast<double>(kTouched));
+    EXPECT_GE(*p.resident_bytes,
+              *first.resident_bytes + static_cast<double>(kTouched - kHeapTrimAllowance));
   }
   EXPECT_TRUE(compared) << "RSS never held still across one reading";
   EXPECT_EQ(block[page], 1);

@@ -1,6 +1,7 @@
 // handle_request without a socket: /readyz and its verbose form, HEAD, /livez and /healthz, unknown
 // paths and methods, keep-alive and version, the counts of answers by code.
 
+#include "http_answer.hpp"
 #include "readiness_server_test_support.hpp"
 
 namespace shim::readiness_test {

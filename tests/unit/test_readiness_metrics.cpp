@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "http_answer.hpp"
+#include "prometheus_metrics.hpp"
 #include "readiness_server_test_support.hpp"
 
 namespace shim::readiness_test {

@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "http_answer.hpp"
+#include "prometheus_metrics.hpp"
 #include "readiness_server.hpp"
 #include "shim_status.hpp"
 

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "event_log.hpp"
+#include "http_answer.hpp"
 #include "log_test_support.hpp"
+#include "prometheus_metrics.hpp"
 #include "readiness_server.hpp"
 #include "shim_status.hpp"
 #include "upstream_check.hpp"

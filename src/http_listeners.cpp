@@ -1,4 +1,4 @@
-#include "http_server_state.hpp"
+#include "http_listeners.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -30,7 +30,7 @@ bool connection_pending(tcp::acceptor& acceptor) {
 
 }  // namespace
 
-void http_server_state::accept(std::shared_ptr<listener> l) {
+void http_listeners::accept(std::shared_ptr<listener> l) {
   auto& acceptor = l->acceptor;
   acceptor.async_accept(io, [self = shared_from_this(), l = std::move(l)](
                                 beast::error_code ec, http_session::socket_type socket) mutable {
@@ -38,8 +38,8 @@ void http_server_state::accept(std::shared_ptr<listener> l) {
   });
 }
 
-void http_server_state::on_accept(const std::shared_ptr<listener>& l, beast::error_code ec,
-                                  http_session::socket_type socket) {
+void http_listeners::on_accept(const std::shared_ptr<listener>& l, beast::error_code ec,
+                               http_session::socket_type socket) {
   if (stopped || !l->acceptor.is_open()) return;
   if (ec == asio::error::connection_aborted) return accept(l);  // that one client gave up
   if (ec) {
@@ -47,8 +47,8 @@ void http_server_state::on_accept(const std::shared_ptr<listener>& l, beast::err
     // idle clients pin are the ones to give back, but only for a client that is actually waiting:
     // accept() reports EMFILE even when nobody is.
     const bool out_of_descriptors = ec == asio::error::no_descriptors || ec.value() == ENFILE;
-    if (out_of_descriptors && !sessions.empty() && connection_pending(l->acceptor)) {
-      evict_oldest();
+    if (out_of_descriptors && !connections->empty() && connection_pending(l->acceptor)) {
+      connections->close_oldest();
       return accept(l);
     }
     l->backoff.expires_after(kAcceptBackoff);
@@ -61,32 +61,13 @@ void http_server_state::on_accept(const std::shared_ptr<listener>& l, beast::err
   // There is only one thread, so nothing can fork between the accept and this.
   ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
   // Make room for the newcomer: a fresh probe must always be answered.
-  while (sessions.size() >= std::max<std::size_t>(limits.max_connections, 1)) evict_oldest();
-  std::make_shared<http_session>(shared_from_this(), std::move(socket))->start();
+  const std::size_t cap = std::max<std::size_t>(connections->limits().max_connections, 1);
+  while (connections->size() >= cap) connections->close_oldest();
+  std::make_shared<http_session>(connections, std::move(socket))->start();
   accept(l);
 }
 
-void http_server_state::evict_oldest() {
-  if (!sessions.empty()) sessions.front()->close();
-}
-
-void http_server_state::session_closed(std::list<http_session*>::iterator pos) {
-  sessions.erase(pos);
-  if (sessions.empty()) reset_timerfd();
-}
-
-// Asio (1.74's epoll_reactor) cancels a timer without disarming its timerfd, so the read deadline
-// of the connection that has just closed would still wake the idle process once: scripts/bench's
-// idle section saw that wake-up without this and none with it (docs/benchmarks.md). Scheduling a
-// timer that is the earliest makes Asio re-arm the timerfd to its longest wait (5 minutes, which
-// it keeps anyway).
-void http_server_state::reset_timerfd() {
-  timerfd_reset.expires_after(std::chrono::minutes(5));
-  timerfd_reset.async_wait([](beast::error_code) {});
-  timerfd_reset.cancel();
-}
-
-void http_server_state::stop() {
+void http_listeners::stop() {
   stopped = true;
   beast::error_code ignored;
   for (auto& l : listeners) {
@@ -95,7 +76,7 @@ void http_server_state::stop() {
   }
   listeners.clear();
   endpoints.clear();
-  while (!sessions.empty()) sessions.front()->close();
+  connections->close_all();
 }
 
 }  // namespace shim
