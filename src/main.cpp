@@ -8,12 +8,12 @@
 #include <system_error>
 #include <vector>
 
-#include "boot_id.hpp"
-#include "config.hpp"
-#include "event_log.hpp"
-#include "shutdown_report.hpp"
+#include "config/config.hpp"
+#include "log/event_log.hpp"
+#include "process/target.hpp"
+#include "report/shutdown_report.hpp"
 #include "shutdown_shim.hpp"
-#include "target.hpp"
+#include "util/boot_id.hpp"
 
 namespace {
 

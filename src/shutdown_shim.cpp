@@ -7,10 +7,10 @@
 
 #include <vector>
 
-#include "boot_id.hpp"
-#include "duration_text.hpp"
-#include "shutdown_history.hpp"
-#include "signal_names.hpp"
+#include "report/shutdown_history.hpp"
+#include "util/boot_id.hpp"
+#include "util/duration_text.hpp"
+#include "util/signal_names.hpp"
 
 namespace shim {
 
@@ -66,7 +66,8 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
   status_.hold_needed = cfg.drain_delay + cfg.exit_timeout;
   status_.log = &log;
   status_.events = &events;
-  if (cfg.inhibit == inhibit_mode::off) status_.inhibitor = shim_status::inhibitor_state::disabled;
+  if (cfg.inhibit == inhibit_mode::off)
+    status_.logind.inhibitor = logind_row::inhibitor_state::disabled;
   status_.kubelet = kubelet_outlook({.wrapper = cfg.target.wrapper(),
                                      .drain_delay = cfg.drain_delay,
                                      .hold_needed = status_.hold_needed,
@@ -136,7 +137,7 @@ void shutdown_shim::record_previous_shutdown() {
 
 void shutdown_shim::start_bus() {
   logind_ = std::make_unique<logind_edge>(
-      io_, cfg_, log_, events_, status_,
+      io_, cfg_, log_, events_, status_.logind,
       logind_edge::handlers{
           .prepare_for_shutdown =
               [this](bool active, const std::string& cause) {
@@ -250,9 +251,9 @@ void shutdown_shim::carry_out(const seq::action& a) {
         }
       }
       // logind's limit as it stood when this hold began, for `shutdown-shim report`.
-      if (status_.logind_delay_max_usec) {
+      if (status_.logind.delay_max_usec) {
         fields.emplace_back("inhibit_delay_max_usec",
-                            std::to_string(*status_.logind_delay_max_usec));
+                            std::to_string(*status_.logind.delay_max_usec));
       }
       // Stamped with the moment the drain is counted from, not the (later) moment of writing:
       // the event log must show a hold of at least the drain.
@@ -299,7 +300,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
     case kind::release_inhibitor: {
       // A SIGTERM not passed on (a.message says why) lets go of a lock no shutdown waits for;
       // only at the end of a hold does the shutdown go on.
-      const bool held = status_.inhibitor == shim_status::inhibitor_state::held;
+      const bool held = status_.logind.inhibitor == logind_row::inhibitor_state::held;
       const std::string lock = held      ? "closed the logind lock"
                                : logind_ ? "no lock was held"
                                          : "--inhibit=off: no lock to release";

@@ -6,16 +6,16 @@
 #include <optional>
 #include <string>
 
-#include "config.hpp"
-#include "event_log.hpp"
-#include "kubelet_watch.hpp"
-#include "logind_edge.hpp"
-#include "readiness_server.hpp"
-#include "sequence_runner.hpp"
-#include "shim_status.hpp"
+#include "config/config.hpp"
+#include "core/sequence_runner.hpp"
+#include "core/shim_status.hpp"
+#include "http/readiness_server.hpp"
+#include "kubelet/kubelet_watch.hpp"
+#include "log/event_log.hpp"
+#include "logind/logind_edge.hpp"
+#include "process/target_watch.hpp"
 #include "signal_watch.hpp"
-#include "target_watch.hpp"
-#include "upstream_check.hpp"
+#include "upstream/upstream_check.hpp"
 
 namespace shim {
 

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "event_line_reader.hpp"
-#include "log_line.hpp"
-#include "shutdown_history.hpp"
+#include "log/log_line.hpp"
+#include "report/event_line_reader.hpp"
+#include "report/shutdown_history.hpp"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "config.hpp"
-#include "duration_text.hpp"
+#include "config/config.hpp"
+#include "util/duration_text.hpp"
 
 namespace {
 

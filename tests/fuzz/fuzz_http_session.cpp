@@ -23,11 +23,11 @@
 #include <memory>
 #include <string_view>
 
-#include "http_answer.hpp"
-#include "http_connections.hpp"
-#include "http_session.hpp"
-#include "prometheus_metrics.hpp"
-#include "shim_status.hpp"
+#include "core/shim_status.hpp"
+#include "http/http_answer.hpp"
+#include "http/http_connections.hpp"
+#include "http/http_session.hpp"
+#include "http/prometheus_metrics.hpp"
 
 namespace {
 
@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   asio::io_context io(1);
   shim::shim_status status;
   status.listener_bound = true;
-  status.inhibitor = shim::shim_status::inhibitor_state::held;
+  status.logind.inhibitor = shim::logind_row::inhibitor_state::held;
   auto connections = std::make_shared<shim::http_connections>(io, shim::http_limits{},
                                                               shim::readiness_answers(status));
   // The largest answer, /metrics with its head. Rendered once: it reads /proc, and rendering it

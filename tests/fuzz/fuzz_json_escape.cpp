@@ -12,8 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "flat_json.hpp"
-#include "log_line.hpp"
+#include "log/log_line.hpp"
+#include "report/flat_json.hpp"
 
 namespace {
 

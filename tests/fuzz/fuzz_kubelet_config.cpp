@@ -18,9 +18,9 @@
 #include <string>
 #include <string_view>
 
-#include "json_text.hpp"
-#include "kubelet_shutdown.hpp"
-#include "yaml_document.hpp"
+#include "kubelet/json_text.hpp"
+#include "kubelet/kubelet_shutdown.hpp"
+#include "kubelet/yaml_document.hpp"
 
 namespace {
 

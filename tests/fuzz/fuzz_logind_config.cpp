@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "logind_config.hpp"
+#include "logind/logind_config.hpp"
 
 namespace {
 

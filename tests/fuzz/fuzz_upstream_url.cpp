@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "upstream_settings.hpp"
+#include "upstream/upstream_settings.hpp"
 
 namespace {
 

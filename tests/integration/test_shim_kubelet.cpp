@@ -12,9 +12,9 @@
 //  - ShimKubeletWrapper: wrapper mode, where kubelet's SIGTERM reaches the shim (the container's
 //    PID 1), which forwards once: one SIGTERM reaches the apiserver today.
 //  - ShimKubelet: attach and sidecar mode with --kubelet-config and --static-pod-manifest, the
-//    policy of src/kubelet_outlook.hpp: whichever group kubelet stops kube-apiserver in, the shim
-//    sends no signal and kubelet's is the one (the base shim gave 2 SIGTERMs in the first group,
-//    and issue 13's shim 2 in a later one: exit 1 on the second); a kubelet gone before its
+//    policy of src/kubelet/kubelet_outlook.hpp: whichever group kubelet stops kube-apiserver in,
+//    the shim sends no signal and kubelet's is the one (the base shim gave 2 SIGTERMs in the first
+//    group, and issue 13's shim 2 in a later one: exit 1 on the second); a kubelet gone before its
 //    SIGTERM means the shim's one, at once, never a second after a restart; a SIGKILL before the
 //    drain is over is reported before the shutdown and shown in the event log after it.
 

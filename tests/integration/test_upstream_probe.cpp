@@ -28,8 +28,8 @@
 #include "node_sandbox.hpp"
 #include "process.hpp"
 #include "test_pki.hpp"
-#include "upstream_probe.hpp"
-#include "upstream_settings.hpp"
+#include "upstream/upstream_probe.hpp"
+#include "upstream/upstream_settings.hpp"
 
 namespace {
 

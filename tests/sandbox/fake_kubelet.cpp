@@ -13,7 +13,9 @@
 //    no sender), handling one event at a time in arrival order;
 //  - PrepareForShutdown(true): after --sigterm-delay (the lower priority groups' turn), SIGTERM to
 //    the target (the container's PID 1, as the runtime's StopContainer does), SIGKILL --grace later
-//    if it is still alive, then closes the lock; a target that exits earlier ends the wait then;
+//    if it is still alive, then closes the lock once the target has exited (kubelet's killPod
+//    returns when the runtime has stopped the container, and only then is the lock released); a
+//    target that exits earlier ends the wait then;
 //  - PrepareForShutdown(false): takes a new lock, then closes the old one if it still holds it;
 //  - --crash-after: that long after PrepareForShutdown(true) it exits at once, whatever it was
 //    doing: its lock goes with the process, as a crashed or killed kubelet's does.
@@ -49,11 +51,11 @@
 #include <thread>
 
 #include "bus_names.hpp"
-#include "config.hpp"
-#include "duration_text.hpp"
+#include "config/config.hpp"
 #include "node_sandbox.hpp"
 #include "private_bus.hpp"
 #include "process.hpp"
+#include "util/duration_text.hpp"
 
 namespace {
 
@@ -238,6 +240,10 @@ class kubelet {
     auto* self = static_cast<kubelet*>(userdata);
     if (syscall(SYS_pidfd_send_signal, self->pidfd_, SIGKILL, nullptr, 0) == 0) {
       self->log("SIGKILL", std::to_string(self->signalled_pid_));
+      // Its exit ends the wait (on_target_exit). Closing the lock at once, before the target was
+      // gone, once let a loaded shim see the lock go first and signal the dying target
+      // (ShimKubelet.ASigkillBeforeTheDrainIsReportedBeforeTheShutdown, at load 4).
+      return 0;
     }
     self->finish();
     return 0;

@@ -65,8 +65,8 @@ class Problems:
 
 
 def readiness_server_constant(name):
-    """A `inline constexpr std::size_t NAME = N;` of src/http_limits.hpp, as an int."""
-    header = Path(__file__).resolve().parents[2] / "src" / "http_limits.hpp"
+    """A `inline constexpr std::size_t NAME = N;` of src/http/http_limits.hpp, as an int."""
+    header = Path(__file__).resolve().parents[2] / "src" / "http" / "http_limits.hpp"
     match = re.search(rf"\b{name}\s*=\s*(\d+)\s*;", header.read_text())
     if not match:
         raise SystemExit(f"{header}: no {name} = N;")
@@ -74,7 +74,7 @@ def readiness_server_constant(name):
 
 
 def margin_s(hold_s):
-    """Mirrors inhibit_delay_margin() in src/logind_config.cpp: 10 % of the hold, at least 5 s."""
+    """Mirrors inhibit_delay_margin() in src/logind/logind_config.cpp: 10 % of the hold, at least 5 s."""
     return max(5, math.ceil(hold_s / 10))
 
 
@@ -261,7 +261,7 @@ def check_unit(args):
                      readiness_server_constant("kReservedDescriptors"))
     p.check(one("LimitNOFILE") == str(wanted_nofile),
             f"LimitNOFILE={one('LimitNOFILE')}, want {wanted_nofile} (kMaxConnections + "
-            "kReservedDescriptors in src/http_limits.hpp)")
+            "kReservedDescriptors in src/http/http_limits.hpp)")
 
     watchdog = one("WatchdogSec")
     p.check(watchdog is not None and 10 <= systemd_timespan_s(watchdog) <= 120,

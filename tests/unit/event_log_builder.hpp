@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
-#include "event_line_reader.hpp"
-#include "shutdown_history.hpp"
+#include "report/event_line_reader.hpp"
+#include "report/shutdown_history.hpp"
 
 namespace shim::test {
 

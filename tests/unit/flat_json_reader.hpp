@@ -1,11 +1,11 @@
 #pragma once
-// The shim's strict reader of its own flat JSON objects (src/flat_json.hpp), under the names the
-// unit and fault tests use: a line it accepts is valid JSON.
+// The shim's strict reader of its own flat JSON objects (src/report/flat_json.hpp), under the names
+// the unit and fault tests use: a line it accepts is valid JSON.
 
 #include <optional>
 #include <string_view>
 
-#include "flat_json.hpp"
+#include "report/flat_json.hpp"
 
 namespace shim::test {
 

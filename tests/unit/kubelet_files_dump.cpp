@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "kubelet_shutdown.hpp"
-#include "log_line.hpp"
+#include "kubelet/kubelet_shutdown.hpp"
+#include "log/log_line.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "flat_json_reader.hpp"
-#include "unique_fd.hpp"
+#include "util/unique_fd.hpp"
 
 namespace shim::test {
 

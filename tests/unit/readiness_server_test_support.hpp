@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include "http_answer.hpp"
-#include "readiness_server.hpp"
+#include "http/http_answer.hpp"
+#include "http/readiness_server.hpp"
 
 namespace shim::readiness_test {
 
@@ -34,7 +34,7 @@ using namespace std::chrono_literals;
 inline shim_status ready_status() {
   shim_status status;
   status.listener_bound = true;
-  status.inhibitor = shim_status::inhibitor_state::held;
+  status.logind.inhibitor = logind_row::inhibitor_state::held;
   status.drain_delay = 70s;
   status.hold_needed = 135s;
   return status;

@@ -17,7 +17,7 @@
 #include <system_error>
 #include <vector>
 
-#include "unique_fd.hpp"
+#include "util/unique_fd.hpp"
 
 namespace shim {
 

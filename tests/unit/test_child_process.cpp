@@ -16,7 +16,7 @@
 #include <system_error>
 #include <vector>
 
-#include "child_process.hpp"
+#include "process/child_process.hpp"
 
 namespace shim {
 namespace {

@@ -10,9 +10,9 @@
 #include <string_view>
 #include <vector>
 
-#include "config.hpp"
-#include "duration_text.hpp"
-#include "signal_names.hpp"
+#include "config/config.hpp"
+#include "util/duration_text.hpp"
+#include "util/signal_names.hpp"
 
 namespace shim {
 namespace {

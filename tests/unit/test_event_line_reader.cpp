@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "event_line_reader.hpp"
 #include "event_log_builder.hpp"
+#include "report/event_line_reader.hpp"
 
 namespace shim {
 namespace {

@@ -16,9 +16,9 @@
 #include <system_error>
 #include <vector>
 
-#include "boot_id.hpp"
-#include "event_recorder.hpp"
+#include "log/event_recorder.hpp"
 #include "log_test_support.hpp"
+#include "util/boot_id.hpp"
 
 namespace shim {
 namespace {

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "inhibit_delay_ensurer.hpp"
 #include "log_test_support.hpp"
+#include "logind/inhibit_delay_ensurer.hpp"
 
 namespace shim {
 namespace {

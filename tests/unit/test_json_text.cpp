@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "json_text.hpp"
+#include "kubelet/json_text.hpp"
 
 namespace shim {
 namespace {

@@ -10,9 +10,9 @@
 #include <iostream>
 #include <limits>
 
-#include "kubelet_outlook.hpp"
+#include "core/shim_status.hpp"
+#include "kubelet/kubelet_outlook.hpp"
 #include "log_test_support.hpp"
-#include "shim_status.hpp"
 
 namespace shim {
 namespace {

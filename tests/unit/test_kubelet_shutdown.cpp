@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "kubelet_shutdown.hpp"
+#include "kubelet/kubelet_shutdown.hpp"
 #include "log_test_support.hpp"
 
 namespace shim {

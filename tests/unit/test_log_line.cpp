@@ -4,9 +4,9 @@
 #include <chrono>
 #include <string>
 
-#include "event_kind.hpp"
-#include "log_level.hpp"
-#include "log_line.hpp"
+#include "log/event_kind.hpp"
+#include "log/log_level.hpp"
+#include "log/log_line.hpp"
 #include "log_test_support.hpp"
 
 namespace shim {

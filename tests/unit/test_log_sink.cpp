@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "log_sink.hpp"
+#include "log/log_sink.hpp"
 #include "log_test_support.hpp"
 
 namespace shim {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "log/logger.hpp"
 #include "log_test_support.hpp"
-#include "logger.hpp"
 
 namespace shim {
 namespace {

@@ -10,7 +10,8 @@
 #include <string>
 #include <system_error>
 
-#include "logind_config.hpp"
+#include "logind/logind_config.hpp"
+#include "util/atomic_file.hpp"
 
 namespace shim {
 namespace {

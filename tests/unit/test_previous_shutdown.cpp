@@ -10,13 +10,13 @@
 #include <fstream>
 #include <string>
 
+#include "core/shim_status.hpp"
 #include "event_log_builder.hpp"
-#include "http_answer.hpp"
-#include "previous_shutdown.hpp"
-#include "prometheus_metrics.hpp"
-#include "readiness_server.hpp"
-#include "shim_status.hpp"
-#include "shutdown_history.hpp"
+#include "http/http_answer.hpp"
+#include "http/prometheus_metrics.hpp"
+#include "http/readiness_server.hpp"
+#include "report/previous_shutdown.hpp"
+#include "report/shutdown_history.hpp"
 
 namespace shim {
 namespace {
@@ -183,7 +183,7 @@ TEST(PreviousShutdown, ALogOthersMayWriteIsUntrusted) {
 shim_status ready_status() {
   shim_status s;
   s.listener_bound = true;
-  s.inhibitor = shim_status::inhibitor_state::held;
+  s.logind.inhibitor = logind_row::inhibitor_state::held;
   return s;
 }
 

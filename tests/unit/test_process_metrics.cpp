@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "event_recorder.hpp"
+#include "http/process_metrics.hpp"
+#include "http/prometheus_metrics.hpp"
+#include "http/readiness_server.hpp"
+#include "log/event_recorder.hpp"
 #include "log_test_support.hpp"
-#include "process_metrics.hpp"
-#include "prometheus_metrics.hpp"
-#include "readiness_server.hpp"
 
 namespace shim {
 namespace {

@@ -8,7 +8,7 @@
 #include <system_error>
 #include <utility>
 
-#include "http_answer.hpp"
+#include "http/http_answer.hpp"
 #include "readiness_server_test_support.hpp"
 
 namespace shim::readiness_test {

@@ -1,7 +1,7 @@
 // handle_request without a socket: /readyz and its verbose form, HEAD, /livez and /healthz, unknown
 // paths and methods, keep-alive and version, the counts of answers by code.
 
-#include "http_answer.hpp"
+#include "http/http_answer.hpp"
 #include "readiness_server_test_support.hpp"
 
 namespace shim::readiness_test {
@@ -75,9 +75,9 @@ TEST_F(HandleRequest, ReadyzVerboseDrainingShowsDetail) {
 
 TEST_F(HandleRequest, ReadyzVerboseShowsDetailOfPassingChecks) {
   auto status = ready_status();
-  status.inhibitor = shim_status::inhibitor_state::retrying;
-  status.inhibitor_detail = "bus lost";
-  status.logind_delay_max_usec = 5'000'000;  // 5s < hold_needed
+  status.logind.inhibitor = logind_row::inhibitor_state::retrying;
+  status.logind.inhibitor_detail = "bus lost";
+  status.logind.delay_max_usec = 5'000'000;  // 5s < hold_needed
   ASSERT_TRUE(status.ready());
   const auto response =
       handle_request(status, counts, make_request(http::verb::get, "/readyz?verbose"));

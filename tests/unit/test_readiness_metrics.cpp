@@ -11,8 +11,8 @@
 #include <string>
 #include <utility>
 
-#include "http_answer.hpp"
-#include "prometheus_metrics.hpp"
+#include "http/http_answer.hpp"
+#include "http/prometheus_metrics.hpp"
 #include "readiness_server_test_support.hpp"
 
 namespace shim::readiness_test {
@@ -64,8 +64,8 @@ TEST(RenderMetrics, ReadyNode) {
 TEST(RenderMetrics, DrainingNodeWithShortLogindDelay) {
   auto status = ready_status();
   start_drain(status);
-  status.inhibitor = shim_status::inhibitor_state::released;
-  status.logind_delay_max_usec = 5'000'000;
+  status.logind.inhibitor = logind_row::inhibitor_state::released;
+  status.logind.delay_max_usec = 5'000'000;
   status.signals_forwarded = 2;
   status.drain_delay = 1500ms;
   http_request_counts counts;
@@ -93,7 +93,7 @@ TEST(RenderMetrics, DrainingNodeWithShortLogindDelay) {
 
 TEST(RenderMetrics, EveryFamilyHasHelpAndType) {
   auto status = ready_status();
-  status.logind_delay_max_usec = 200'000'000;
+  status.logind.delay_max_usec = 200'000'000;
   const auto text = render_metrics(status, {});
   ASSERT_FALSE(text.empty());
   EXPECT_EQ(text.back(), '\n');
@@ -155,14 +155,14 @@ std::pair<int, std::string> promtool_check(const char* promtool, const std::stri
 
 // The shim's states as /metrics sees them, from start-up to the end of a hold.
 std::map<std::string, shim_status> metric_states() {
-  using state = shim_status::inhibitor_state;
+  using state = logind_row::inhibitor_state;
   std::map<std::string, shim_status> out;
   shim_status idle;  // just started: nothing bound, the lock not asked for yet, logind unknown
   idle.drain_delay = 70s;
   idle.hold_needed = 135s;
   out["idle"] = idle;
   out["ready"] = ready_status();
-  out["ready"].logind_delay_max_usec = 200'000'000;
+  out["ready"].logind.delay_max_usec = 200'000'000;
   out["ready"].target = {true, true, "kube-apiserver (pid 812)"};
   previous_shutdown previous;
   previous.verdict = shutdown_verdict::clean;
@@ -172,12 +172,12 @@ std::map<std::string, shim_status> metric_states() {
   start_drain(out["draining"]);
   out["draining"].signals_forwarded = 1;
   out["released"] = out["draining"];
-  out["released"].inhibitor = state::released;
+  out["released"].logind.inhibitor = state::released;
   out["released"].target = {true, false, "kube-apiserver (pid 812) exited"};
   out["bus lost"] = out["ready"];
-  out["bus lost"].inhibitor = state::retrying;
-  out["bus lost"].inhibitor_detail = "the system bus connection was lost";
-  out["bus lost"].logind_delay_max_usec = 5'000'000;  // the last value logind gave
+  out["bus lost"].logind.inhibitor = state::retrying;
+  out["bus lost"].logind.inhibitor_detail = "the system bus connection was lost";
+  out["bus lost"].logind.delay_max_usec = 5'000'000;  // the last value logind gave
   out["bus lost"].previous->verdict = shutdown_verdict::cut_short;
   out["bus lost"].previous->hold.reset();
   return out;
@@ -204,7 +204,7 @@ TEST(RenderMetrics, PassesPromtool) {
   }
 
   auto status = ready_status();
-  status.logind_delay_max_usec = 5'000'000;
+  status.logind.delay_max_usec = 5'000'000;
   status.target = {true, false, "kube-apiserver (pid 812) exited at 2023-11-14T22:13:20Z"};
   status.upstream.emplace("https://127.0.0.1:6443/readyz", 3, 1, 1s,
                           std::vector<std::string_view>{"timeout", "refused", "status"});

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "saturating.hpp"
+#include "util/saturating.hpp"
 
 namespace shim {
 namespace {

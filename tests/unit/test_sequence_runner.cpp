@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sequence_runner.hpp"
+#include "core/sequence_runner.hpp"
 
 namespace shim {
 namespace {

@@ -7,21 +7,21 @@
 #include <map>
 #include <sstream>
 
-#include "http_answer.hpp"
-#include "prometheus_metrics.hpp"
-#include "readiness_server.hpp"
-#include "shim_status.hpp"
+#include "core/shim_status.hpp"
+#include "http/http_answer.hpp"
+#include "http/prometheus_metrics.hpp"
+#include "http/readiness_server.hpp"
 
 namespace shim {
 namespace {
 
 using namespace std::chrono_literals;
-using state = shim_status::inhibitor_state;
+using state = logind_row::inhibitor_state;
 
 shim_status bound(state inhibitor) {
   shim_status s;
   s.listener_bound = true;
-  s.inhibitor = inhibitor;
+  s.logind.inhibitor = inhibitor;
   s.hold_needed = 135s;
   return s;
 }
@@ -39,7 +39,7 @@ TEST(ShimStatus, NotReadyUntilListenerBoundAndFirstLockAttemptDone) {
   EXPECT_FALSE(s.ready());
   s.listener_bound = true;
   EXPECT_FALSE(s.ready()) << "the first lock attempt is still pending";
-  s.inhibitor = state::held;
+  s.logind.inhibitor = state::held;
   EXPECT_TRUE(s.ready());
 }
 
@@ -47,7 +47,7 @@ TEST(ShimStatus, TransientLockFaultsDoNotChangeReadiness) {
   EXPECT_TRUE(bound(state::retrying).ready());
   EXPECT_TRUE(bound(state::disabled).ready());
   auto s = bound(state::retrying);
-  s.inhibitor_detail = "system bus lost";
+  s.logind.inhibitor_detail = "system bus lost";
   auto checks = s.checks();
   ASSERT_NE(find(checks, "inhibitor"), nullptr);
   EXPECT_TRUE(find(checks, "inhibitor")->ok);
@@ -79,7 +79,7 @@ TEST(ShimStatus, WaitingForTargetIsUnready) {
 TEST(ShimStatus, LogindDelayShorterThanTheHoldIsWarnedWithTheFix) {
   auto s = bound(state::held);
   EXPECT_FALSE(s.logind_delay_warning()) << "unknown is not too short";
-  s.logind_delay_max_usec = 5'000'000;
+  s.logind.delay_max_usec = 5'000'000;
   EXPECT_TRUE(s.logind_delay_too_short());
   auto warning = s.logind_delay_warning();
   ASSERT_TRUE(warning);
@@ -90,18 +90,18 @@ TEST(ShimStatus, LogindDelayShorterThanTheHoldIsWarnedWithTheFix) {
   EXPECT_TRUE(s.ready()) << "a configuration warning, not a readiness failure";
   EXPECT_NE(find(s.checks(), "logind-inhibit-delay"), nullptr);  // compared, not dereferenced
 
-  s.logind_delay_max_usec = 135'000'000;
+  s.logind.delay_max_usec = 135'000'000;
   EXPECT_FALSE(s.logind_delay_too_short()) << "exactly enough is enough";
   EXPECT_EQ(find(s.checks(), "logind-inhibit-delay"), nullptr);
 
-  s.logind_delay_max_usec = std::numeric_limits<std::uint64_t>::max();
+  s.logind.delay_max_usec = std::numeric_limits<std::uint64_t>::max();
   EXPECT_FALSE(s.logind_delay_too_short()) << "InhibitDelayMaxSec=infinity";
 }
 
 TEST(ShimStatus, EnsureOutcomeShowsInTheLogindCheck) {
   auto s = bound(state::held);
-  s.logind_delay_max_usec = 5'000'000;
-  s.logind_delay_ensure = "raising it to 2m29s: wrote /etc/x.conf, reloading logind";
+  s.logind.delay_max_usec = 5'000'000;
+  s.logind.delay_ensure = "raising it to 2m29s: wrote /etc/x.conf, reloading logind";
   auto checks = s.checks();
   auto check = find(checks, "logind-inhibit-delay");
   ASSERT_NE(check, nullptr);
@@ -109,8 +109,8 @@ TEST(ShimStatus, EnsureOutcomeShowsInTheLogindCheck) {
   EXPECT_THAT(check->detail, testing::StartsWith("warning: "));
   EXPECT_THAT(check->detail, testing::HasSubstr("; raising it to 2m29s"));
 
-  s.logind_delay_max_usec = 149'000'000;
-  s.logind_delay_ensure = "raised from 5s to 2m29s by /etc/x.conf";
+  s.logind.delay_max_usec = 149'000'000;
+  s.logind.delay_ensure = "raised from 5s to 2m29s by /etc/x.conf";
   checks = s.checks();
   check = find(checks, "logind-inhibit-delay");
   ASSERT_NE(check, nullptr);
@@ -128,14 +128,14 @@ TEST(ShimStatus, StatusLineSaysWhatTheShimIsDoing) {
   draining.draining = true;
   draining.drain_cause = "PrepareForShutdown(true) from :1.3";
   auto released = draining;
-  released.inhibitor = state::released;
+  released.logind.inhibitor = state::released;
   auto waiting = bound(state::held);
   waiting.waiting_for_target = true;
   auto retrying = bound(state::retrying);
-  retrying.inhibitor_detail = "the system bus is down: Connection reset by peer";
+  retrying.logind.inhibitor_detail = "the system bus is down: Connection reset by peer";
   auto short_delay = bound(state::held);
   short_delay.hold_needed = std::chrono::seconds(135);
-  short_delay.logind_delay_max_usec = 5'000'000;
+  short_delay.logind.delay_max_usec = 5'000'000;
   shim_status starting;
   const std::vector<row> rows = {
       {"held", bound(state::held), "ready; holding a logind delay lock"},
@@ -197,7 +197,7 @@ std::map<std::string, shim_status> table_states() {
   out["draining"].draining = true;
   out["draining"].drain_cause = "SIGTERM";
   out["released"] = out["draining"];
-  out["released"].inhibitor = state::released;
+  out["released"].logind.inhibitor = state::released;
   out["waiting for the target"] = bound(state::held);
   out["waiting for the target"].waiting_for_target = true;
   out["target found"] = bound(state::held);
@@ -221,13 +221,13 @@ std::map<std::string, shim_status> table_states() {
   out["upstream passed, draining"].drain_cause = "PrepareForShutdown(true) from :1.3";
   out["upstream passed, draining"].upstream->pause();
   out["logind warning"] = out["upstream passed"];
-  out["logind warning"].logind_delay_max_usec = 5'000'000;
+  out["logind warning"].logind.delay_max_usec = 5'000'000;
   out["previous shutdown cut short"] = out["upstream passed"];
   out["previous shutdown cut short"].previous.emplace();
   out["previous shutdown cut short"].previous->verdict = shutdown_verdict::cut_short;
   out["everything failing"] = out["upstream failed"];
   out["everything failing"].listener_bound = false;
-  out["everything failing"].inhibitor = state::pending;
+  out["everything failing"].logind.inhibitor = state::pending;
   out["everything failing"].draining = true;
   out["everything failing"].target = {true, false, "not found yet"};
   return out;
@@ -426,7 +426,7 @@ TEST(ShimStatus, MultiLineErrorTextsAreShownOnOneLine) {
       "  type=\"method_call\", sender=\":1.5\" (uid=1000 pid=812)\r\n"
       "  interface=\"org.freedesktop.login1.Manager\" member=\"Inhibit\"\n\n";
   auto s = bound(state::retrying);
-  s.inhibitor_detail = kError;
+  s.logind.inhibitor_detail = kError;
   s.target = {true, false, "kube-apiserver (pid 812) exited:\nkilled by SIGKILL"};
   const std::string one =
       "org.freedesktop.DBus.Error.AccessDenied: Rejected send message, 2 matched rules; "
@@ -452,7 +452,7 @@ TEST(ShimStatus, MultiLineErrorTextsAreShownOnOneLine) {
   const std::string status = status_line(s);
   EXPECT_EQ(status.find_first_of("\r\n"), std::string::npos) << status;
 
-  s.inhibitor = state::held;
+  s.logind.inhibitor = state::held;
   s.draining = true;
   s.drain_cause = "PrepareForShutdown(true) from :1.3\nsecond line";
   const std::string draining = status_line(s);
@@ -462,8 +462,8 @@ TEST(ShimStatus, MultiLineErrorTextsAreShownOnOneLine) {
 
   // And capped: a detail of any length is cut, on a UTF-8 boundary, ending in "...". 2 KiB: the
   // kubelet-shutdown line runs to 1233 bytes (KubeletOutlook.TheLongestLineIsNotCut).
-  s.inhibitor = state::retrying;
-  s.inhibitor_detail = std::string(100'000, 'x');
+  s.logind.inhibitor = state::retrying;
+  s.logind.inhibitor_detail = std::string(100'000, 'x');
   for (const auto& c : s.checks()) EXPECT_LE(c.detail.size(), 2048u) << c.name;
   EXPECT_LE(status_line(s).size(), 1024u);
 }

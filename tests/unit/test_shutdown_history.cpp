@@ -10,7 +10,7 @@
 
 #include "event_log_builder.hpp"
 #include "log_test_support.hpp"
-#include "shutdown_history.hpp"
+#include "report/shutdown_history.hpp"
 
 namespace shim {
 namespace {

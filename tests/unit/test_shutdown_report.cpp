@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "config.hpp"
+#include "config/config.hpp"
 #include "event_log_builder.hpp"
 #include "log_test_support.hpp"
-#include "shutdown_report.hpp"
+#include "report/shutdown_report.hpp"
 
 namespace shim {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "shutdown_sequence.hpp"
+#include "core/shutdown_sequence.hpp"
 
 namespace shim {
 namespace {

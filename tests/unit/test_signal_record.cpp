@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "signal_record.hpp"
+#include "process/signal_record.hpp"
 
 namespace shim {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "log_test_support.hpp"
-#include "small_file.hpp"
+#include "util/small_file.hpp"
 
 namespace shim {
 namespace {

@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "target.hpp"
+#include "process/target.hpp"
 #include "test_child.hpp"
-#include "trusted_file.hpp"
+#include "util/trusted_file.hpp"
 
 namespace shim {
 namespace {

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "event_recorder.hpp"
+#include "core/shim_status.hpp"
+#include "core/shutdown_sequence.hpp"
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
 #include "log_test_support.hpp"
-#include "logger.hpp"
-#include "shim_status.hpp"
-#include "shutdown_sequence.hpp"
-#include "target_watch.hpp"
+#include "process/target_watch.hpp"
 #include "test_child.hpp"
 
 namespace shim {

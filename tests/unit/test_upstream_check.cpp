@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "event_log.hpp"
-#include "http_answer.hpp"
+#include "core/shim_status.hpp"
+#include "http/http_answer.hpp"
+#include "http/prometheus_metrics.hpp"
+#include "http/readiness_server.hpp"
+#include "log/event_log.hpp"
 #include "log_test_support.hpp"
-#include "prometheus_metrics.hpp"
-#include "readiness_server.hpp"
-#include "shim_status.hpp"
-#include "upstream_check.hpp"
+#include "upstream/upstream_check.hpp"
 
 namespace shim {
 namespace {
@@ -60,7 +60,7 @@ class UpstreamCheck : public ::testing::Test {
   UpstreamCheck() {
     settings.url = parse_upstream_url("https://127.0.0.1:6443/readyz").value();
     status.listener_bound = true;
-    status.inhibitor = shim_status::inhibitor_state::disabled;
+    status.logind.inhibitor = logind_row::inhibitor_state::disabled;
   }
 
   std::unique_ptr<upstream_check> make() {

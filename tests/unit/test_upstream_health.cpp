@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "upstream_health.hpp"
+#include "upstream/upstream_health.hpp"
 
 namespace shim {
 namespace {

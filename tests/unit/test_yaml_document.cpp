@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "yaml_document.hpp"
+#include "kubelet/yaml_document.hpp"
 
 namespace shim {
 namespace {

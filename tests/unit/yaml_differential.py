@@ -11,7 +11,7 @@ field takes a JSON integer only (a YAML float that JSON writes as one too), a me
 string only (null included: it refuses ""), a string field a string, and null leaves the default.
 
 A document passes when both read the same values, or both refuse it. The shim may refuse what
-kubelet reads only for the refusals it documents (src/yaml_document.hpp, src/kubelet_shutdown.cpp);
+kubelet reads only for the refusals it documents (src/kubelet/yaml_document.hpp, src/kubelet/kubelet_shutdown.cpp);
 each generated document carries the refusals it contains, and those are counted and printed. A
 different value is always a failure, and so is a value where kubelet refuses.
 

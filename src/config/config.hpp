@@ -1,0 +1,66 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/flag_values.hpp"
+#include "config/listen_address.hpp"
+#include "config/target_spec.hpp"
+#include "config/usage_error.hpp"
+#include "log/log_format.hpp"
+#include "upstream/upstream_settings.hpp"
+
+namespace shim {
+
+struct config {
+  enum class action { run, help, version };
+  action what = action::run;
+
+  std::vector<listen_address> listen{{"0.0.0.0", 6080}};
+  std::chrono::nanoseconds drain_delay = std::chrono::seconds(70);
+  std::chrono::nanoseconds signal_delay{0};
+  std::chrono::nanoseconds exit_timeout = std::chrono::seconds(65);
+  int signal = 15;  // SIGTERM
+  target_spec target;
+  inhibit_mode inhibit = inhibit_mode::automatic;
+  forward_policy forward_on_sigterm = forward_policy::automatic;
+  std::string event_log;
+  log_format format = log_format::text;
+  ensure_mode ensure_inhibit_delay = ensure_mode::off;
+  // Where --ensure-inhibit-delay writes its drop-in; its parent holds logind.conf (tests point it
+  // into a sandbox's /etc/systemd).
+  std::string logind_conf_dir = "/etc/systemd/logind.conf.d";
+  // Where the record of signalled processes is kept (see signal_record.hpp); empty: systemd's
+  // $RUNTIME_DIRECTORY, else kDefaultStateDir.
+  std::string state_dir;
+  // --upstream-*: kube-apiserver's own /readyz as a readiness check; off without
+  // --upstream-readyz.
+  upstream_settings upstream;
+  // kubelet's graceful node shutdown (issue 13): kubelet's config file and kube-apiserver's static
+  // pod manifest, read to work out what kubelet does to kube-apiserver at a shutdown; empty: not
+  // read (kubelet's lock is still looked for).
+  std::string kubelet_config;
+  std::string static_pod_manifest;
+};
+
+inline constexpr std::string_view kDefaultStateDir = "/run/shutdown-shim";
+
+// The longest any duration flag may be. A hold of more than a day is a typo, not a plan, and the
+// bound keeps every sum of flag durations far from overflow: --drain-delay=2562047h47m16s once
+// wrapped around and ended the hold almost at once (issue 8, item 9; docs/benchmarks.md).
+inline constexpr std::chrono::hours kMaxFlagDuration{24};
+
+// Parses argv (without argv[0]). Throws usage_error.
+config parse_flags(std::span<const std::string_view> args);
+
+std::string usage_text();
+
+}  // namespace shim

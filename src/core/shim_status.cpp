@@ -1,0 +1,165 @@
+#include "core/shim_status.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "log/log_line.hpp"
+#include "util/duration_text.hpp"
+
+namespace shim {
+
+bool shim_status::logind_delay_too_short() const { return logind.delay_too_short(hold_needed); }
+
+std::optional<std::string> shim_status::logind_delay_warning() const {
+  return logind.delay_warning(hold_needed);
+}
+
+namespace {
+
+// Every detail shown in /readyz?verbose and STATUS= goes through one_line(): a D-Bus error text
+// can span lines, and one line per check is the format. The longest the shim writes itself, the
+// kubelet-shutdown line with every cut and fix (an OpenShift KubeletConfig among them) and a
+// 99-kubelet.conf that disagrees, is 1233 bytes with every number at its bound
+// (KubeletOutlook.TheLongestLineIsNotCut); a file's parse error or --ensure-inhibit-delay's outcome
+// (a path, or a D-Bus error) may run past the cap, and is cut there.
+constexpr std::size_t kMaxCheckDetail = 2048;
+// STATUS= as a whole: the drain or readiness, then each failed check.
+constexpr std::size_t kMaxStatusLine = 1024;
+
+// One row of the readiness table. `applies`: whether the check exists now (the upstream check only
+// with --upstream-readyz, the logind delay check only when there is something to say); `ok` is
+// cheap, for every /readyz; `detail` is computed only when a line is shown.
+struct check_def {
+  std::string_view name;
+  bool (*applies)(const shim_status&);
+  bool (*ok)(const shim_status&);
+  std::string (*detail)(const shim_status&);
+};
+
+bool always(const shim_status&) { return true; }
+
+std::string inhibitor_detail(const shim_status& s) {
+  using state = logind_row::inhibitor_state;
+  switch (s.logind.inhibitor) {
+    case state::disabled:
+      return "disabled (--inhibit=off)";
+    case state::pending:
+      return "taking the logind delay lock";
+    case state::held:
+      return {};
+    case state::retrying:
+      return "not held, retrying: " + s.logind.inhibitor_detail;
+    case state::released:
+      return "released at the end of the shutdown hold";
+  }
+  return {};
+}
+
+std::string logind_delay_detail(const shim_status& s) {
+  if (auto warning = s.logind_delay_warning()) {
+    std::string detail = "warning: " + *warning;
+    if (!s.logind.delay_ensure.empty()) detail += "; " + s.logind.delay_ensure;
+    return detail;
+  }
+  return s.logind.delay_ensure;
+}
+
+// In the order /readyz?verbose lists them.
+constexpr std::array<check_def, 8> kChecks{{
+    {"listener", always, [](const shim_status& s) { return s.listener_bound; },
+     [](const shim_status& s) { return std::string(s.listener_bound ? "" : "not bound yet"); }},
+    // Fails only until the first attempt has finished: a lock that cannot be taken (auto mode) or
+    // is briefly lost with the bus is a transient fault, reported but not turned into
+    // unreadiness. A shutdown is.
+    {"inhibitor", always,
+     [](const shim_status& s) {
+       return s.logind.inhibitor != logind_row::inhibitor_state::pending;
+     },
+     inhibitor_detail},
+    // Informational: a configuration warning, never a readiness failure.
+    {"logind-inhibit-delay",
+     [](const shim_status& s) {
+       return s.logind_delay_too_short() || !s.logind.delay_ensure.empty();
+     },
+     always, logind_delay_detail},
+    {"shutdown", always, [](const shim_status& s) { return !s.draining; },
+     [](const shim_status& s) {
+       if (!s.draining) return std::string();
+       const std::string since = s.draining_since ? format_wall_time(*s.draining_since) : "now";
+       return fmt::format("draining since {} ({})", since, s.drain_cause);
+     }},
+    {"target", [](const shim_status& s) { return s.target.configured || s.waiting_for_target; },
+     [](const shim_status& s) { return s.target.running && !s.waiting_for_target; },
+     [](const shim_status& s) {
+       if (!s.waiting_for_target) return s.target.detail;
+       return std::string(
+           "shutdown cancelled after the signal; waiting for a target that did not "
+           "have it");
+     }},
+    {"upstream", [](const shim_status& s) { return s.upstream.has_value(); },
+     [](const shim_status& s) { return s.upstream->passed(); },
+     [](const shim_status& s) { return s.upstream->detail(); }},
+    // Informational: what kubelet will do is a fact about the next shutdown, not a reason to leave
+    // the load balancer now.
+    {"kubelet-shutdown", [](const shim_status& s) { return s.kubelet.applies(); }, always,
+     [](const shim_status& s) { return s.kubelet.summary(); }},
+    // Informational, like logind-inhibit-delay: the past never makes the node unready.
+    {"previous-shutdown", [](const shim_status& s) { return s.previous.has_value(); }, always,
+     [](const shim_status& s) { return s.previous->summary(); }},
+}};
+
+}  // namespace
+
+bool shim_status::ready(std::span<const std::string_view> excluded) const {
+  for (const auto& def : kChecks) {
+    if (!def.applies(*this) || def.ok(*this)) continue;
+    if (std::find(excluded.begin(), excluded.end(), def.name) == excluded.end()) return false;
+  }
+  return true;
+}
+
+std::vector<shim_status::check> shim_status::checks() const {
+  std::vector<check> out;
+  for (const auto& def : kChecks) {
+    if (def.applies(*this)) {
+      out.push_back({def.name, def.ok(*this), one_line(def.detail(*this), kMaxCheckDetail)});
+    }
+  }
+  return out;
+}
+
+std::string status_line(const shim_status& status) {
+  using state = logind_row::inhibitor_state;
+  const auto checks = status.checks();
+  const bool ready = std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.ok; });
+  std::string text;
+  if (status.draining) {
+    // The shutdown check, in the words of the hold.
+    const std::string cause = one_line(status.drain_cause, kMaxCheckDetail);
+    text = status.logind.inhibitor == state::released ? "hold over, unready: " + cause
+                                                      : "draining, reboot on hold: " + cause;
+  } else if (ready) {
+    text = status.logind.inhibitor == state::held
+               ? "ready; holding a logind delay lock"
+               : "ready; no logind lock (" +
+                     (status.logind.inhibitor_detail.empty()
+                          ? std::string("--inhibit=off")
+                          : one_line(status.logind.inhibitor_detail, kMaxCheckDetail)) +
+                     ")";
+  } else {
+    text = "unready";
+  }
+  for (const auto& c : checks) {
+    if (c.ok || c.name == "shutdown") continue;
+    text += fmt::format("; {} failed", c.name);
+    if (!c.detail.empty()) text += ": " + c.detail;
+  }
+  if (status.logind_delay_too_short()) text += "; WARNING: logind InhibitDelayMaxSec too short";
+  if (status.kubelet.cuts_drain()) text += "; WARNING: kubelet's SIGKILL cuts the drain";
+  if (status.kubelet.second_signal()) text += "; WARNING: kubelet may send a second SIGTERM";
+  return one_line(text, kMaxStatusLine);
+}
+
+}  // namespace shim

@@ -1,0 +1,85 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kubelet/kubelet_outlook.hpp"
+#include "logind/logind_row.hpp"
+#include "report/previous_shutdown.hpp"
+#include "upstream/upstream_status.hpp"
+
+namespace shim {
+
+class event_recorder;
+class logger;
+
+// What the shim knows about itself, read by the HTTP server (/readyz, /metrics) and sd_notify
+// STATUS=. Written only from the event loop's thread; there is no other thread.
+struct shim_status {
+  bool listener_bound = false;
+  // The inhibitor and logind-delay rows, written by logind_edge.
+  logind_row logind;
+
+  // Set in the same loop iteration as the trigger; cleared only when a shutdown is cancelled.
+  bool draining = false;
+  std::optional<std::chrono::system_clock::time_point> draining_since;
+  std::string drain_cause;  // "PrepareForShutdown(true) from :1.3", "SIGTERM", ...
+
+  // After a cancelled shutdown whose signal was already sent: unready until a target runs again.
+  bool waiting_for_target = false;
+
+  // The target check, when a target is configured (a wrapped child or a --target-* flag).
+  struct target_state {
+    bool configured = false;
+    bool running = false;  // a target runs that has not had the shutdown's signal
+    std::string detail;    // what runs ("pid 812"), or why none counts
+  };
+  target_state target;
+
+  // The upstream check: only with --upstream-readyz.
+  std::optional<upstream_status> upstream;
+
+  // What kubelet's graceful node shutdown will do to kube-apiserver (the check kubelet-shutdown).
+  kubelet_outlook kubelet;
+
+  std::chrono::nanoseconds drain_delay{0};
+  std::chrono::nanoseconds hold_needed{0};  // drain-delay + exit-timeout
+  std::uint64_t signals_forwarded = 0;
+
+  // What the event log says of the last shutdown of an earlier boot, read once at start; none
+  // when there is no such shutdown (or no event log).
+  std::optional<previous_shutdown> previous;
+
+  // Where /metrics reads what logging lost (lines dropped, event records not written); null when
+  // there is none (tests).
+  const logger* log = nullptr;
+  const event_recorder* events = nullptr;
+
+  // Readiness is one table of named checks (shim_status.cpp), the one source of /readyz,
+  // /readyz?verbose, /metrics and STATUS=: ready when every check passes, except those named in
+  // `excluded` (kube's ?exclude=NAME; names of no check are ignored).
+  bool ready(std::span<const std::string_view> excluded = {}) const;
+
+  // logind would end the hold before the shim does.
+  bool logind_delay_too_short() const;
+  std::optional<std::string> logind_delay_warning() const;
+
+  struct check {
+    std::string_view name;
+    bool ok;
+    std::string detail;  // empty when ok and nothing to add
+  };
+  // The table's checks that apply now, in a stable order, with their details.
+  std::vector<check> checks() const;
+};
+
+// The one line sent as sd_notify STATUS=, as systemctl status shows it, rendered from checks():
+// "ready; ..." exactly when ready(), else the drain or "unready", then each failed check.
+std::string status_line(const shim_status& status);
+
+}  // namespace shim

@@ -1,0 +1,346 @@
+#include "core/shutdown_sequence.hpp"
+
+#include <algorithm>
+
+#include "util/saturating.hpp"
+
+namespace shim {
+
+namespace {
+
+using action = shutdown_sequence::action;
+using kind = action::kind;
+
+action make(kind what, std::string message = {}) {
+  return action{what, std::move(message), {}, {}, {}};
+}
+
+action note(std::string message, std::optional<event_kind> event = std::nullopt) {
+  return action{kind::note, std::move(message), event, {}, {}};
+}
+
+action unready(std::string message, std::string cause, shutdown_sequence::time_point now,
+               event_kind event = event_kind::ShutdownInitiated) {
+  return action{kind::become_unready, std::move(message), event, now, std::move(cause)};
+}
+
+// What a SIGTERM that is not passed on does, and why: the shim stops, nothing is shutting down.
+std::string stop_without_signal(const std::string& why) {
+  return "stopping without signalling the target: " + why;
+}
+
+// t + d, or the end of time rather than an overflow (a resumed unready_at comes from a file).
+shutdown_sequence::time_point later(shutdown_sequence::time_point t,
+                                    shutdown_sequence::duration d) {
+  return saturating_add(t, d);
+}
+
+}  // namespace
+
+shutdown_sequence::forwarding shutdown_sequence::sigterm_forwarding(forward_policy policy,
+                                                                    bool wrapper, bool uses_bus) {
+  switch (policy) {
+    case forward_policy::always:
+      return {forward_decision::forward, "--forward-on-sigterm=always"};
+    case forward_policy::never:
+      return {forward_decision::skip, "--forward-on-sigterm=never"};
+    case forward_policy::automatic:
+      break;
+  }
+  if (wrapper) {
+    return {forward_decision::forward, "wrapper mode: the shim's stop is the container's stop"};
+  }
+  if (!uses_bus) {
+    return {forward_decision::skip,
+            "--inhibit=off: PID 1 cannot be asked, so the stop is taken for the shim's alone"};
+  }
+  return {forward_decision::ask_system_state,
+          "attach mode: forwarding only if PID 1's manager is stopping"};
+}
+
+shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_kind kind,
+                                                      const std::string& cause,
+                                                      forward_decision decision) {
+  actions out;
+  const bool from_signal = kind != trigger_kind::prepare_for_shutdown;
+  if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
+    start(now, kind, cause, decision, out);
+  } else {
+    // One signal per shutdown: later triggers are logged, never forwarded again.
+    out.push_back(note(cause + " while already shutting down: not forwarding again"));
+    if (from_signal && !stop_requested_) {
+      stop_requested_ = true;
+      out.push_back(make(kind::notify_stopping));
+    }
+    if (decision_ == decision_state::pending && !from_signal) {
+      decide(true, "PrepareForShutdown shows the system is going down", out);
+    }
+    if (phase_ == phase::released && from_signal) request_exit(out);
+  }
+  advance(now, out);
+  return out;
+}
+
+void shutdown_sequence::start(time_point now, trigger_kind kind, const std::string& cause,
+                              forward_decision decision, actions& out) {
+  phase_ = phase::holding;
+  unready_at_ = now;
+  stop_requested_ = kind != trigger_kind::prepare_for_shutdown;
+  signal_sent_ = false;
+  signal_missed_ = false;
+  drain_elapsed_ = false;
+  target_gone_ = !settings_.has_target;
+  decision_ = decision_state::pending;
+  kubelet_signals_ = decision == forward_decision::kubelet_signals;
+
+  // Words for what is known now: a SIGTERM that is not passed on stops the shim and holds no
+  // reboot; whether one is asked of PID 1 is said once it answers (decide()).
+  std::string words = "received " + cause + ", becoming unready";
+  switch (decision) {
+    case forward_decision::forward:
+      words += ", keeping the reboot on hold";
+      break;
+    case forward_decision::kubelet_signals:
+      words += ", keeping the reboot on hold; kubelet sends the target its signal, the shim none";
+      break;
+    case forward_decision::skip:
+      words += ", " + stop_without_signal(cause + " is not passed on by policy");
+      break;
+    case forward_decision::ask_system_state:
+      words += "; asking PID 1 whether the system is shutting down";
+      break;
+  }
+  out.push_back(unready(words, cause, now));
+  // STOPPING=1 only when the shim itself is going to exit: after PrepareForShutdown it stays up,
+  // and systemd would take STOPPING=1 as the start of its stop and SIGKILL it TimeoutStopSec
+  // later, holding the reboot that long (seen in the VM test).
+  if (stop_requested_) out.push_back(make(kind::notify_stopping));
+  switch (decision) {
+    case forward_decision::forward:
+    case forward_decision::kubelet_signals:
+      decide(true, cause, out);
+      break;
+    case forward_decision::skip:
+      decide(false, cause + " is not passed on by policy", out);
+      break;
+    case forward_decision::ask_system_state:
+      out.push_back(make(kind::ask_system_state));
+      break;
+  }
+}
+
+void shutdown_sequence::decide(bool forward, const std::string& why, actions& out) {
+  if (forward) {
+    decision_ = decision_state::forward;
+    return;
+  }
+  // Not our shutdown (a restart of the shim, or kubelet stopping the pod, which signals the
+  // apiserver itself): let go at once rather than hold anything.
+  decision_ = decision_state::skip;
+  const std::string words = stop_without_signal(why);
+  out.push_back(note(words));
+  phase_ = phase::released;
+  if (armed_) out.push_back(make(kind::cancel_timer));
+  armed_.reset();
+  out.push_back(make(kind::release_inhibitor, words));
+  request_exit(out);
+}
+
+shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool stopping,
+                                                           const std::string& state) {
+  actions out;
+  if (phase_ != phase::holding || decision_ != decision_state::pending) return out;
+  if (stopping) {
+    out.push_back(note("the system is going down (SystemState=" + state + "): forwarding"));
+    decide(true, state, out);
+  } else {
+    decide(false, "the system is not shutting down (SystemState=" + state + ")", out);
+  }
+  advance(now, out);
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::resume(time_point now, time_point unready_at,
+                                                     const std::string& cause, bool target_running,
+                                                     bool left_to_kubelet) {
+  actions out;
+  if (phase_ != phase::idle && phase_ != phase::awaiting_target) return out;
+  phase_ = phase::holding;
+  unready_at_ = std::min(unready_at, now);
+  stop_requested_ = false;
+  decision_ = decision_state::forward;
+  kubelet_signals_ = left_to_kubelet;
+  signal_sent_ = true;
+  signal_missed_ = false;
+  drain_elapsed_ = false;
+  target_gone_ = !target_running;
+  out.push_back(unready("resuming the hold of a shutdown an earlier run signalled for (" + cause +
+                            "): no second signal",
+                        cause, unready_at_, event_kind::ShutdownResumed));
+  advance(now, out);
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
+  actions out;
+  if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
+    out.push_back(make(kind::retake_inhibitor));
+    return out;
+  }
+  if (stop_requested_ || decision_ == decision_state::skip) {
+    out.push_back(note(cause + ": ignored, the shim itself was asked to stop"));
+    return out;
+  }
+  out.push_back(note(cause + ": the shutdown was cancelled", event_kind::ShutdownCancelled));
+  if (armed_) out.push_back(make(kind::cancel_timer));
+  armed_.reset();
+  out.push_back(make(kind::retake_inhibitor));
+  // Without a target nothing was ever signalled, whatever signal_sent_ says (issue 18, item 7).
+  if (!signal_sent_ || signal_missed_ || !settings_.has_target) {
+    phase_ = phase::idle;
+    out.push_back(make(kind::become_ready, !settings_.has_target ? "shutdown cancelled; no target"
+                                           : signal_sent_
+                                               ? "shutdown cancelled; no target had the signal"
+                                               : "shutdown cancelled before the signal"));
+  } else if (settings_.wrapper) {
+    // The child had its signal and will exit; the shim exits with it.
+    phase_ = phase::awaiting_target;
+    if (target_gone_) request_exit(out);
+  } else {
+    phase_ = phase::awaiting_target;
+    out.push_back(make(kind::watch_target));
+  }
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::no_target(time_point now, const std::string& why) {
+  actions out;
+  if (phase_ != phase::holding || !signal_sent_) return out;
+  signal_missed_ = true;
+  out.push_back(note("no target had the signal: " + why));
+  target_gone_ = true;
+  advance(now, out);
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
+                                                            const std::string& detail) {
+  actions out;
+  switch (phase_) {
+    case phase::idle:
+      if (settings_.wrapper) {
+        // The child ended on its own: nothing left to serve, so stop being ready and leave.
+        phase_ = phase::released;
+        unready_at_ = now;
+        target_gone_ = true;
+        out.push_back(unready(detail + " on its own, becoming unready", detail, now));
+        request_exit(out);
+      }
+      break;
+    case phase::holding:
+      target_gone_ = true;
+      advance(now, out);
+      break;
+    case phase::released:
+      target_gone_ = true;
+      if (settings_.wrapper) request_exit(out);
+      break;
+    case phase::awaiting_target:
+      target_gone_ = true;
+      if (settings_.wrapper) request_exit(out);
+      break;
+  }
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::target_running() {
+  actions out;
+  if (phase_ != phase::awaiting_target) return out;
+  phase_ = phase::idle;
+  out.push_back(make(kind::become_ready, "a target is running again"));
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::kubelet_gone(time_point now) {
+  actions out;
+  if (phase_ != phase::holding || !kubelet_signals_ || !signal_sent_ || target_gone_) return out;
+  kubelet_signals_ = false;
+  out.push_back(
+      note("kubelet's lock went away before the target exited: the shim sends the signal itself"));
+  out.push_back(make(kind::forward_signal));
+  advance(now, out);
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::timer_expired(time_point now) {
+  actions out;
+  armed_.reset();
+  advance(now, out);
+  return out;
+}
+
+void shutdown_sequence::request_exit(actions& out) {
+  if (exit_requested_) return;
+  exit_requested_ = true;
+  out.push_back(make(kind::exit));
+}
+
+shutdown_sequence::time_point shutdown_sequence::hard_deadline() const {
+  return later(later(unready_at_, settings_.drain_delay), settings_.exit_timeout);
+}
+
+void shutdown_sequence::advance(time_point now, actions& out) {
+  if (phase_ != phase::holding) return;
+  // kubelet's signal comes on kubelet's time, not after --signal-delay: counted at once.
+  if (!signal_sent_ && decision_ == decision_state::forward &&
+      (kubelet_signals_ || now >= later(unready_at_, settings_.signal_delay))) {
+    signal_sent_ = true;
+    if (settings_.has_target) {
+      out.push_back(make(kubelet_signals_ ? kind::count_kubelet_signal : kind::forward_signal));
+    }
+  }
+  if (!drain_elapsed_ && now >= later(unready_at_, settings_.drain_delay)) {
+    drain_elapsed_ = true;
+    out.push_back(note("the drain delay has passed", event_kind::DrainElapsed));
+  }
+  // forward_signal may find no target; the edge then reports no_target, which comes back here.
+  if (signal_sent_ && drain_elapsed_ && (target_gone_ || now >= hard_deadline())) {
+    if (!target_gone_) out.push_back(note("exit-timeout passed and the target is still running"));
+    phase_ = phase::released;
+    if (armed_) out.push_back(make(kind::cancel_timer));
+    armed_.reset();
+    out.push_back(make(kind::release_inhibitor));
+    if (stop_requested_ || (settings_.wrapper && target_gone_)) request_exit(out);
+    return;
+  }
+  update_timer(out);
+}
+
+std::optional<shutdown_sequence::time_point> shutdown_sequence::next_deadline() const {
+  std::optional<time_point> next;
+  auto consider = [&next](time_point t) {
+    if (!next || t < *next) next = t;
+  };
+  if (!signal_sent_ && decision_ == decision_state::forward && !kubelet_signals_) {
+    consider(later(unready_at_, settings_.signal_delay));
+  }
+  if (!drain_elapsed_) {
+    consider(later(unready_at_, settings_.drain_delay));
+  } else if (signal_sent_ && !target_gone_) {
+    consider(hard_deadline());
+  }
+  return next;
+}
+
+void shutdown_sequence::update_timer(actions& out) {
+  auto next = next_deadline();
+  if (next == armed_) return;
+  armed_ = next;
+  if (next) {
+    out.push_back(action{kind::arm_timer, {}, {}, *next, {}});
+  } else {
+    out.push_back(make(kind::cancel_timer));
+  }
+}
+
+}  // namespace shim

@@ -1,0 +1,169 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/flag_values.hpp"
+#include "log/event_kind.hpp"
+
+namespace shim {
+
+// The shutdown sequence as a pure state machine: inputs carry the time, outputs are actions for the
+// edges to carry out. No I/O and no clock of its own, so every ordering of trigger, cancel, target
+// exit and timers can be tested with a fake clock. Inputs must arrive one at a time, never from
+// inside the carrying out of its own actions (sequence_runner sees to that).
+//
+// The hold ends at the later of (unready + drain-delay) and (target exit), but no later than
+// unready + drain-delay + exit-timeout, and never before the signal was forwarded.
+//
+// State: a phase, plus what is known about the current shutdown. Only `holding` uses all of it:
+//   decision_      pending until the forwarding of a shim SIGTERM is decided (ask_system_state)
+//   kubelet_signals_ kubelet sends this shutdown's signal: count_kubelet_signal, at once, instead
+//                  of forward_signal after --signal-delay; cleared when kubelet's lock goes first
+//   signal_sent_   the forward_signal (count_kubelet_signal) action was given (or, resumed, an
+//                  earlier run sent it)
+//   signal_missed_ ...but no target was there to get it (no_target)
+//   drain_elapsed_ unready + drain-delay has passed
+//   target_gone_   every target has exited (or there never was one)
+//   stop_requested_ the shim itself was asked to stop: it exits once the hold is over
+//
+// Transitions (phase x input -> actions; "advance" releases once signal, drain and exit allow):
+//   idle         trigger          -> become_unready, [notify_stopping], forward decision; holding
+//   idle         resume           -> become_unready (ShutdownResumed); holding, signal counted
+//   idle         cancel           -> retake_inhibitor
+//   idle         target_exited    -> wrapper only: become_unready, exit; released
+//   holding      trigger (again)  -> note (never a second signal); a signal: notify_stopping
+//   holding      system_state     -> forward, or skip: release_inhibitor, exit; released
+//   holding      kubelet_gone     -> kubelet counted, the target not gone: note, forward_signal at
+//                                    once (the shim's one signal); otherwise nothing
+//   holding      timer/exit/none  -> advance: forward_signal (or count_kubelet_signal),
+//                                    DrainElapsed, release_inhibitor
+//                                    [, exit]; released
+//   holding      cancel           -> ShutdownCancelled, retake_inhibitor, then: nothing signalled
+//                                    (or no target at all) -> become_ready, idle; signalled ->
+//                                    watch_target (wrapper: exit with the child), awaiting_target
+//   released     cancel           -> as holding (a logind that forgot the shutdown says so too)
+//   released     trigger (signal) -> exit
+//   awaiting     target_running   -> become_ready; idle
+//   awaiting     trigger          -> as idle
+// A cancel is ignored once the shim itself was asked to stop. exit is the last action ever given.
+class shutdown_sequence {
+ public:
+  using clock = std::chrono::steady_clock;
+  using time_point = clock::time_point;
+  using duration = clock::duration;
+
+  struct settings {
+    duration drain_delay{};
+    duration signal_delay{};
+    duration exit_timeout{};
+    bool has_target = false;  // with none, the shim only flips readiness and holds
+    bool wrapper = false;     // the target is the shim's child: its exit ends the shim
+  };
+
+  enum class trigger_kind { prepare_for_shutdown, sigterm, sigint };
+
+  // Whether a shim SIGTERM/SIGINT is passed on to the target. PrepareForShutdown always is, by
+  // the shim or, when kubelet's graceful node shutdown stops the target at the start of the
+  // shutdown, by kubelet (kubelet_signals: the shim holds and counts kubelet's signal as its own).
+  enum class forward_decision { forward, skip, ask_system_state, kubelet_signals };
+  struct forwarding {
+    forward_decision decision;
+    std::string why;  // for the log
+  };
+  // --forward-on-sigterm applied: auto forwards in wrapper mode (the shim's stop is the
+  // container's), asks PID 1 in attach mode, and skips when logind is not used (--inhibit=off:
+  // there is no bus to ask).
+  static forwarding sigterm_forwarding(forward_policy policy, bool wrapper, bool uses_bus);
+
+  struct action {
+    enum class kind {
+      become_unready,        // message: why; event: ShutdownInitiated or ShutdownResumed; at: the
+                             // moment the drain is counted from
+      become_ready,          // a cancelled shutdown is over
+      notify_stopping,       // sd_notify STOPPING=1: the shim was asked to stop and will exit
+      ask_system_state,      // is PID 1's manager stopping? answer with system_state()
+      forward_signal,        // resolve the target now and send it the signal
+      count_kubelet_signal,  // resolve the target now and count it as signalled, by kubelet
+      watch_target,          // re-resolve until a target runs again, then call target_running()
+      arm_timer,             // at: call timer_expired() then; replaces the previous timer
+      cancel_timer,
+      release_inhibitor,  // close the lock fd; message: why, when no shutdown goes on (a SIGTERM
+                          // not passed on), else empty
+      retake_inhibitor,   // take the lock again if it is not held
+      exit,               // the shim's work is done (wrapper: exit once the child has exited)
+      note,               // a log line, with event when it is a lifecycle event
+    };
+    kind what;
+    std::string message;
+    std::optional<event_kind> event;
+    time_point at{};
+    std::string cause;  // become_unready: what started the shutdown
+
+    friend bool operator==(const action&, const action&) = default;
+  };
+  using actions = std::vector<action>;
+
+  explicit shutdown_sequence(settings s) : settings_(s) {}
+
+  actions trigger(time_point now, trigger_kind kind, const std::string& cause,
+                  forward_decision decision);
+  actions system_state(time_point now, bool stopping, const std::string& state);
+  // A restarted shim finds the shutdown it signalled for still under way (its state file and
+  // logind's PreparingForShutdown): hold on from unready_at, without a second signal.
+  // left_to_kubelet: the earlier run counted kubelet's signal and sent none, so kubelet_gone()
+  // still gives the shim's.
+  actions resume(time_point now, time_point unready_at, const std::string& cause,
+                 bool target_running, bool left_to_kubelet);
+  actions cancel(const std::string& cause);
+  // The forward_signal action found no target (none running, or all had exited).
+  actions no_target(time_point now, const std::string& why);
+  // Every target process has exited.
+  actions target_exited(time_point now, const std::string& detail);
+  actions target_running();
+  actions timer_expired(time_point now);
+  // kubelet's delay lock is no longer listed. When this hold counted kubelet's signal and the
+  // target still runs, kubelet will not send it now (it crashed, was stopped or gave up before its
+  // group's turn), so the shim sends its own, at once. A kubelet that signalled and then went is
+  // not told apart: its signal cannot be seen (see kubelet_outlook.hpp).
+  actions kubelet_gone(time_point now);
+
+  // Unready because of a shutdown (not during a wait for the target after a cancel).
+  bool draining() const { return phase_ == phase::holding || phase_ == phase::released; }
+  bool waiting_for_target() const { return phase_ == phase::awaiting_target; }
+  bool holding() const { return phase_ == phase::holding; }
+  bool signal_sent() const { return signal_sent_; }
+  std::optional<time_point> unready_since() const {
+    return draining() ? std::optional(unready_at_) : std::nullopt;
+  }
+
+ private:
+  enum class phase { idle, holding, released, awaiting_target };
+  enum class decision_state { pending, forward, skip };
+
+  void start(time_point now, trigger_kind kind, const std::string& cause, forward_decision decision,
+             actions& out);
+  void decide(bool forward, const std::string& why, actions& out);
+  void advance(time_point now, actions& out);
+  void update_timer(actions& out);
+  void request_exit(actions& out);
+  std::optional<time_point> next_deadline() const;
+  time_point hard_deadline() const;
+
+  settings settings_;
+  phase phase_ = phase::idle;
+  time_point unready_at_{};
+  decision_state decision_ = decision_state::pending;
+  bool stop_requested_ = false;  // the shim itself was asked to stop (SIGTERM/SIGINT)
+  bool kubelet_signals_ = false;
+  bool signal_sent_ = false;
+  bool signal_missed_ = false;
+  bool drain_elapsed_ = false;
+  bool target_gone_ = false;
+  bool exit_requested_ = false;
+  std::optional<time_point> armed_;
+};
+
+}  // namespace shim

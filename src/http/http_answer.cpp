@@ -1,0 +1,232 @@
+#include "http/http_answer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/beast/core/string.hpp>
+#include <charconv>
+#include <iterator>
+#include <string_view>
+#include <utility>
+
+#include "http/http_limits.hpp"
+#include "http/prometheus_metrics.hpp"
+
+namespace shim {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+constexpr std::string_view kTextPlain = "text/plain; charset=utf-8";
+constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
+
+std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+// What a /readyz query asks for: ?verbose ("?verbose", "?verbose=1", "?verbose=true", any case)
+// and ?exclude=NAME, repeatable, as kube-apiserver's healthz takes them
+// (k8s.io/apiserver/pkg/server/healthz/healthz.go, getExcludedChecks and handleRootHealth): an
+// excluded check is shown as "[+]NAME excluded: ok" and does not count; a name that matches no
+// check is ignored, and the body says so in a "warn:" line. Every other parameter is ignored. The
+// request is bounded (kMaxRequestBytes), and so is the list.
+// Distinct ?exclude names kept from one request: more than there are checks, and few enough that
+// a 4 KiB query of a thousand unknown names cannot make the answer or the parse grow with it
+// (fuzz_http_session's per-connection heap bound caught that; docs/benchmarks.md).
+inline constexpr std::size_t kMaxExcluded = 16;
+
+struct readyz_query {
+  bool verbose = false;
+  std::vector<std::string_view> excluded;
+  bool excluded_truncated = false;  // names beyond kMaxExcluded were ignored
+};
+
+readyz_query parse_readyz_query(std::string_view target) {
+  readyz_query out;
+  const auto question = target.find('?');
+  if (question == std::string_view::npos) return out;
+  std::string_view query = target.substr(question + 1);
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const auto eq = param.find('=');
+    const std::string_view key = param.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
+    if (key == "exclude") {
+      if (std::find(out.excluded.begin(), out.excluded.end(), value) != out.excluded.end()) {
+        continue;
+      }
+      if (out.excluded.size() == kMaxExcluded) {
+        out.excluded_truncated = true;
+      } else {
+        out.excluded.push_back(value);
+      }
+    } else if (key == "verbose") {
+      if (value.empty() || value == "1" || beast::iequals(value, "true")) out.verbose = true;
+    }
+  }
+  return out;
+}
+
+// What route() decides; to_response() makes it an http_response, append_answer() the same bytes
+// without one.
+struct answer {
+  http::status code = http::status::ok;
+  std::string body;
+  std::string_view content_type = kTextPlain;
+};
+
+// HEAD gets the status and Content-Length of the GET response and no body.
+http_response to_response(const http_request& request, answer a) {
+  http_response response{a.code, request.version()};
+  response.set(http::field::content_type, a.content_type);
+  response.set("X-Content-Type-Options", "nosniff");
+  response.set(http::field::cache_control, "no-store");
+  response.keep_alive(request.keep_alive());
+  if (request.method() == http::verb::head) {
+    response.content_length(a.body.size());
+  } else {
+    response.body() = std::move(a.body);
+    response.prepare_payload();
+  }
+  if (a.code == http::status::method_not_allowed) response.set(http::field::allow, "GET, HEAD");
+  return response;
+}
+
+// The bytes Beast's serializer writes for to_response(request, a), without building the message.
+// Per keep-alive /readyz callgrind counted Beast's serializer, building the message and
+// fmt::format_to each as a measurable cost over these appends (docs/benchmarks.md). The unit
+// tests compare the two byte for byte.
+void append_answer(std::string& out, const http_request& request, const answer& a) {
+  const unsigned version = request.version();
+  char digits[24];
+  out += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  out.append(digits, std::to_chars(digits, std::end(digits), static_cast<unsigned>(a.code)).ptr);
+  out += ' ';
+  out += http::obsolete_reason(a.code);
+  out += "\r\nContent-Type: ";
+  out += a.content_type;
+  out += "\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-store\r\n";
+  // Beast's keep_alive(): HTTP/1.1 says only "close", HTTP/1.0 only "keep-alive".
+  if (version < 11 && request.keep_alive()) out += "Connection: keep-alive\r\n";
+  if (version >= 11 && !request.keep_alive()) out += "Connection: close\r\n";
+  out += "Content-Length: ";
+  out.append(digits, std::to_chars(digits, std::end(digits), a.body.size()).ptr);
+  out += "\r\n";
+  if (a.code == http::status::method_not_allowed) out += "Allow: GET, HEAD\r\n";
+  out += "\r\n";
+  if (request.method() != http::verb::head) out += a.body;
+}
+
+// The kube format, from the same table as the status code: "[+]name ok", "[-]name failed: ...",
+// "[+]name excluded: ok", then "readyz check passed" or "readyz check failed".
+std::string readyz_body(const shim_status& status, bool ready, const readyz_query& query) {
+  if (ready && !query.verbose) return "ok";
+  std::string body;
+  std::vector<std::string_view> unmatched = query.excluded;
+  for (const auto& check : status.checks()) {
+    if (auto it = std::find(unmatched.begin(), unmatched.end(), check.name);
+        it != unmatched.end()) {
+      unmatched.erase(it);
+      body += fmt::format("[+]{} excluded: ok\n", check.name);
+      continue;
+    }
+    if (check.ok) {
+      body += fmt::format("[+]{} ok", check.name);
+      // Passing checks can carry news too, such as the logind delay warning.
+      if (query.verbose && !check.detail.empty()) body += fmt::format(": {}", check.detail);
+    } else if (!query.verbose) {
+      // Like kube: the plain form only says which check failed.
+      body += fmt::format("[-]{} failed: reason withheld", check.name);
+    } else if (check.detail.empty()) {
+      body += fmt::format("[-]{} failed", check.name);
+    } else {
+      body += fmt::format("[-]{} failed: {}", check.name, check.detail);
+    }
+    body += '\n';
+  }
+  if (!unmatched.empty()) {
+    body += "warn: some health checks cannot be excluded: no matches for ";
+    for (std::size_t i = 0; i < unmatched.size(); ++i) {
+      body += fmt::format("{}{:?}", i == 0 ? "" : ",", unmatched[i]);
+    }
+    if (query.excluded_truncated) body += ",...";
+    body += '\n';
+  }
+  body += ready ? "readyz check passed\n" : "readyz check failed\n";
+  return body;
+}
+
+answer route(const shim_status& status, const http_request_counts& counts,
+             const http_request& request) {
+  const std::string_view target = request.target();
+  const std::string_view path = path_of(target);
+  const bool readyz = path == "/readyz";
+  const bool metrics = path == "/metrics";
+  if (!readyz && !metrics && path != "/livez" && path != "/healthz") {
+    return {http::status::not_found, "404 page not found\n"};
+  }
+  if (request.method() != http::verb::get && request.method() != http::verb::head) {
+    return {http::status::method_not_allowed, "405 method not allowed\n"};
+  }
+  if (metrics) return {http::status::ok, render_metrics(status, counts), kPrometheusText};
+  if (readyz) {
+    // No caching: every probe reads the status as it is now, and never waits for anything (the
+    // upstream check is the last probe's outcome).
+    const readyz_query query = parse_readyz_query(target);
+    const bool ready = status.ready(query.excluded);
+    return {ready ? http::status::ok : http::status::service_unavailable,
+            readyz_body(status, ready, query)};
+  }
+  // Liveness only says the event loop turns, which it does while it answers this.
+  return {http::status::ok, "ok"};
+}
+
+std::string_view refusal_text(http::status code) {
+  switch (code) {
+    case http::status::request_header_fields_too_large:
+      return "431 request header fields too large\n";
+    case http::status::payload_too_large:
+      return "413 request entity too large\n";
+    default:
+      return "400 bad request\n";
+  }
+}
+
+}  // namespace
+
+http_response handle_request(const shim_status& status, http_request_counts& counts,
+                             const http_request& request) {
+  answer a = route(status, counts, request);
+  counts.add(handler_of_path(path_of(request.target())), static_cast<unsigned>(a.code));
+  return to_response(request, std::move(a));
+}
+
+bool append_response(const shim_status& status, http_request_counts& counts,
+                     const http_request& request, std::string& out) {
+  const answer a = route(status, counts, request);
+  counts.add(handler_of_path(path_of(request.target())), static_cast<unsigned>(a.code));
+  append_answer(out, request, a);
+  return request.keep_alive();
+}
+
+void append_refusal(http_request_counts& counts, http::status code, std::string& out) {
+  http_request request{http::verb::get, "", 11};
+  request.keep_alive(false);
+  append_answer(out, request, {code, std::string(refusal_text(code))});
+  counts.add(http_handler::other, static_cast<unsigned>(code));
+}
+
+http_answers readiness_answers(const shim_status& status) {
+  return {
+      .respond = [&status](
+                     const http_request& request, http_request_counts& counts,
+                     std::string& out) { return append_response(status, counts, request, out); },
+      .refuse = [](http::status code, http_request_counts& counts,
+                   std::string& out) { append_refusal(counts, code, out); },
+  };
+}
+
+}  // namespace shim

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <boost/beast/http/status.hpp>
+#include <string>
+
+#include "core/shim_status.hpp"
+#include "http/http_connections.hpp"
+#include "http/http_message.hpp"
+#include "http/http_request_counts.hpp"
+
+namespace shim {
+
+// What the readiness server answers (/readyz[?verbose][&exclude=NAME], /livez, /healthz, /metrics),
+// from the status table as it is now: one request in, one response out. Counts the response's
+// status code under its handler in `counts`.
+http_response handle_request(const shim_status& status, http_request_counts& counts,
+                             const http_request& request);
+
+// What the server writes: the bytes of handle_request()'s response, appended to `out` without
+// building it, and whether the connection stays open after it.
+bool append_response(const shim_status& status, http_request_counts& counts,
+                     const http_request& request, std::string& out);
+
+// The server's answer to a request it refuses before routing (malformed, too large, a body),
+// appended to `out`; the connection closes after it. Counted in `counts`, as handler "other".
+void append_refusal(http_request_counts& counts, boost::beast::http::status code, std::string& out);
+
+// The connections' answers from `status`, which must outlive them (a connection answers nothing
+// once the server has stopped).
+http_answers readiness_answers(const shim_status& status);
+
+}  // namespace shim

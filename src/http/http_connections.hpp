@@ -1,0 +1,78 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/http/status.hpp>
+#include <cstddef>
+#include <functional>
+#include <list>
+#include <string>
+
+#include "http/http_limits.hpp"
+#include "http/http_message.hpp"
+#include "http/http_request_counts.hpp"
+
+namespace shim {
+
+// An open connection, as the table of connections closes it (eviction, stop).
+class http_connection {
+ public:
+  virtual void close() = 0;
+
+ protected:
+  ~http_connection() = default;
+};
+
+// What a connection answers, given by the readiness server: a connection reads and writes bytes
+// and knows no endpoint.
+struct http_answers {
+  // Appends the answer to `request` to `out`; true when the connection stays open.
+  std::function<bool(const http_request& request, http_request_counts& counts, std::string& out)>
+      respond;
+  // Appends the answer to a request refused before routing; the connection closes after it.
+  std::function<void(boost::beast::http::status code, http_request_counts& counts,
+                     std::string& out)>
+      refuse;
+};
+
+// The readiness server's open connections and what they share: limits, answers, request counts.
+// Held by shared_ptr by every connection, so it outlives the server while their operations are
+// still queued on the io_context; after close_all() they see `stopped()` and return.
+class http_connections {
+ public:
+  using position = std::list<http_connection*>::iterator;
+
+  http_connections(boost::asio::io_context& io, http_limits limits, http_answers answers)
+      : io_(io), limits_(limits), answers_(std::move(answers)), timerfd_reset_(io) {}
+
+  boost::asio::io_context& io() const { return io_; }
+  const http_limits& limits() const { return limits_; }
+  http_limits& limits() { return limits_; }
+  const http_answers& answers() const { return answers_; }
+  http_request_counts& counts() { return counts_; }
+  bool stopped() const { return stopped_; }
+  void restart() { stopped_ = false; }
+  std::size_t size() const { return open_.size(); }
+  bool empty() const { return open_.empty(); }
+
+  // Open connections, least recently active first: a connection moves to the back when it is
+  // accepted and whenever it completes a request, so slow or idle clients drift to the front.
+  position add(http_connection* c) { return open_.insert(open_.end(), c); }
+  void touch(position pos) { open_.splice(open_.end(), open_, pos); }
+  void remove(position pos);
+  void close_oldest();
+  void close_all();
+
+ private:
+  void reset_timerfd();
+
+  boost::asio::io_context& io_;
+  http_limits limits_;
+  http_answers answers_;
+  http_request_counts counts_;
+  bool stopped_ = false;
+  std::list<http_connection*> open_;
+  boost::asio::steady_timer timerfd_reset_;
+};
+
+}  // namespace shim

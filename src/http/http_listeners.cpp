@@ -1,0 +1,82 @@
+#include "http/http_listeners.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <utility>
+
+#include "http/http_session.hpp"
+
+namespace shim {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// A pause after an accept error that eviction cannot cure: the listening socket stays readable, so
+// retrying at once would spin.
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
+
+// Whether a connection waits in the listen queue; never blocks.
+bool connection_pending(tcp::acceptor& acceptor) {
+  pollfd fd{acceptor.native_handle(), POLLIN, 0};
+  return ::poll(&fd, 1, 0) == 1 && (fd.revents & POLLIN) != 0;
+}
+
+}  // namespace
+
+void http_listeners::accept(std::shared_ptr<listener> l) {
+  auto& acceptor = l->acceptor;
+  acceptor.async_accept(io, [self = shared_from_this(), l = std::move(l)](
+                                beast::error_code ec, http_session::socket_type socket) mutable {
+    self->on_accept(l, ec, std::move(socket));
+  });
+}
+
+void http_listeners::on_accept(const std::shared_ptr<listener>& l, beast::error_code ec,
+                               http_session::socket_type socket) {
+  if (stopped || !l->acceptor.is_open()) return;
+  if (ec == asio::error::connection_aborted) return accept(l);  // that one client gave up
+  if (ec) {
+    // EMFILE although the cap keeps kReservedDescriptors free: something else took them. The fds
+    // idle clients pin are the ones to give back, but only for a client that is actually waiting:
+    // accept() reports EMFILE even when nobody is.
+    const bool out_of_descriptors = ec == asio::error::no_descriptors || ec.value() == ENFILE;
+    if (out_of_descriptors && !connections->empty() && connection_pending(l->acceptor)) {
+      connections->close_oldest();
+      return accept(l);
+    }
+    l->backoff.expires_after(kAcceptBackoff);
+    l->backoff.async_wait([self = shared_from_this(), l](beast::error_code wait_ec) {
+      if (!wait_ec && !self->stopped) self->accept(l);
+    });
+    return;
+  }
+  // Asio accepts without SOCK_CLOEXEC; a child started in wrapper mode must not inherit the socket.
+  // There is only one thread, so nothing can fork between the accept and this.
+  ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+  // Make room for the newcomer: a fresh probe must always be answered.
+  const std::size_t cap = std::max<std::size_t>(connections->limits().max_connections, 1);
+  while (connections->size() >= cap) connections->close_oldest();
+  std::make_shared<http_session>(connections, std::move(socket))->start();
+  accept(l);
+}
+
+void http_listeners::stop() {
+  stopped = true;
+  beast::error_code ignored;
+  for (auto& l : listeners) {
+    l->acceptor.close(ignored);
+    l->backoff.cancel();
+  }
+  listeners.clear();
+  endpoints.clear();
+  connections->close_all();
+}
+
+}  // namespace shim

@@ -1,0 +1,187 @@
+#include "http/prometheus_metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <string_view>
+
+#include "http/process_metrics.hpp"
+#include "log/event_log.hpp"
+
+namespace shim {
+namespace {
+
+void append_metric(std::string& out, std::string_view name, std::string_view type,
+                   std::string_view help, double value) {
+  fmt::format_to(std::back_inserter(out), "# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help,
+                 type, value);
+}
+
+void append_upstream_metrics(std::string& out, const upstream_status& upstream) {
+  constexpr std::string_view kDuration = "shutdown_shim_upstream_probe_duration_seconds";
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP {0} How long each probe of the upstream /readyz took, to its answer, its "
+                 "failure or its timeout.\n# TYPE {0} histogram\n",
+                 kDuration);
+  const auto& bounds = upstream.bucket_bounds();
+  const auto cumulative = upstream.cumulative_buckets();
+  for (std::size_t i = 0; i < bounds.size(); ++i) {
+    fmt::format_to(std::back_inserter(out), "{}_bucket{{le=\"{}\"}} {}\n", kDuration, bounds[i],
+                   cumulative[i]);
+  }
+  fmt::format_to(std::back_inserter(out),
+                 "{0}_bucket{{le=\"+Inf\"}} {1}\n{0}_sum {2}\n{0}_count {1}\n", kDuration,
+                 upstream.probes(), upstream.duration_sum_seconds());
+  out +=
+      "# HELP shutdown_shim_upstream_probe_failures_total Failed probes of the upstream /readyz, "
+      "by reason.\n"
+      "# TYPE shutdown_shim_upstream_probe_failures_total counter\n";
+  for (const auto& [reason, count] : upstream.failures()) {
+    fmt::format_to(std::back_inserter(out),
+                   "shutdown_shim_upstream_probe_failures_total{{reason=\"{}\"}} {}\n", reason,
+                   count);
+  }
+  append_metric(out, "shutdown_shim_upstream_consecutive_failures", "gauge",
+                "Failed probes of the upstream /readyz in a row (--upstream-fall turns the check "
+                "failed).",
+                upstream.health().consecutive_failures());
+  append_metric(out, "shutdown_shim_upstream_consecutive_passes", "gauge",
+                "Passed probes of the upstream /readyz in a row (--upstream-rise turns the check "
+                "passed).",
+                upstream.health().consecutive_passes());
+}
+
+// client_golang's names and HELP texts, so that dashboards made for any Go program work.
+void append_process_metrics(std::string& out) {
+  const process_figures p = read_process_figures();
+  const auto append = [&out](std::string_view name, std::string_view type, std::string_view help,
+                             const std::optional<double>& value) {
+    if (value) append_metric(out, name, type, help, *value);
+  };
+  append("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+         p.cpu_seconds);
+  append("process_open_fds", "gauge", "Number of open file descriptors.", p.open_fds);
+  append("process_max_fds", "gauge", "Maximum number of open file descriptors.", p.max_fds);
+  append("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+         p.resident_bytes);
+  append("process_start_time_seconds", "gauge",
+         "Start time of the process since unix epoch in seconds.", p.start_time);
+}
+
+double seconds(std::chrono::nanoseconds d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+std::string render_metrics(const shim_status& status, const http_request_counts& counts) {
+  std::string out;
+  // The readiness table once: the ready gauge and each check's gauge are the same rows.
+  const auto checks = status.checks();
+  const bool ready = std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.ok; });
+  append_metric(out, "shutdown_shim_ready", "gauge", "Whether /readyz answers 200 (1) or 503 (0).",
+                ready ? 1 : 0);
+  out +=
+      "# HELP shutdown_shim_check Whether each readiness check passes (1) or fails (0), as "
+      "/readyz?verbose lists them.\n"
+      "# TYPE shutdown_shim_check gauge\n";
+  for (const auto& check : checks) {
+    fmt::format_to(std::back_inserter(out), "shutdown_shim_check{{name=\"{}\"}} {}\n", check.name,
+                   check.ok ? 1 : 0);
+  }
+  append_metric(out, "shutdown_shim_draining", "gauge",
+                "Whether a shutdown has started and the node is being drained.",
+                status.draining ? 1 : 0);
+  append_metric(out, "shutdown_shim_inhibitor_held", "gauge",
+                "Whether the shim holds a systemd-logind delay inhibitor lock.",
+                status.logind.inhibitor == logind_row::inhibitor_state::held ? 1 : 0);
+  const double start =
+      status.draining_since
+          ? std::chrono::duration<double>(status.draining_since->time_since_epoch()).count()
+          : 0.0;
+  append_metric(out, "shutdown_shim_shutdown_start_time_seconds", "gauge",
+                "Unix time at which the current drain started, 0 if none.", start);
+  append_metric(out, "shutdown_shim_drain_delay_seconds", "gauge",
+                "How long a shutdown keeps the node unready, counted from the moment it turns "
+                "unready; the target's signal goes out --signal-delay into it, then the drain "
+                "runs on until it has elapsed.",
+                seconds(status.drain_delay));
+  append_metric(out, "shutdown_shim_hold_needed_seconds", "gauge",
+                "How long the shim needs to hold a shutdown: drain delay plus exit timeout.",
+                seconds(status.hold_needed));
+  // Unknown is absent (docs/design.md, "Metrics"): until logind has said its InhibitDelayMaxUSec,
+  // neither gauge is there, so an alert on too_short == 1 needs an absent() beside it.
+  if (status.logind.delay_max_usec) {
+    append_metric(out, "shutdown_shim_logind_inhibit_delay_max_seconds", "gauge",
+                  "systemd-logind's InhibitDelayMaxUSec, in seconds; absent until logind has "
+                  "said it.",
+                  static_cast<double>(*status.logind.delay_max_usec) / 1e6);
+    append_metric(out, "shutdown_shim_logind_inhibit_delay_too_short", "gauge",
+                  "Whether logind would end a shutdown hold before the shim is done (1) or not "
+                  "(0); absent until logind has said its InhibitDelayMaxUSec.",
+                  status.logind_delay_too_short() ? 1 : 0);
+  }
+  if (status.previous) {
+    append_metric(out, "shutdown_shim_previous_shutdown_clean", "gauge",
+                  "Whether the last shutdown of an earlier boot drained in full (1) or not (0), "
+                  "from the event log at start; absent when there is none.",
+                  status.previous->clean() ? 1 : 0);
+    if (status.previous->hold) {
+      append_metric(out, "shutdown_shim_previous_shutdown_hold_seconds", "gauge",
+                    "How long the last shutdown of an earlier boot was held, unready to the lock's "
+                    "release; absent when its records do not say (a hold cut short).",
+                    *status.previous->hold);
+    }
+  }
+  append_metric(out, "shutdown_shim_kubelet_cuts_drain", "gauge",
+                "Whether kubelet's graceful node shutdown will SIGKILL kube-apiserver before "
+                "drain delay plus exit timeout or before the pod's own grace (1) or not, or not "
+                "known (0); see the check kubelet-shutdown.",
+                status.kubelet.cuts_drain() ? 1 : 0);
+  append_metric(out, "shutdown_shim_kubelet_second_signal", "gauge",
+                "Whether kube-apiserver may get a second SIGTERM, kubelet's after the shim's (1): "
+                "kubelet's lock is listed but its plan not known, so the shim signals at once. "
+                "Always 0 when the plan is known (the shim then leaves the signal to kubelet) and "
+                "in wrapper mode.",
+                status.kubelet.second_signal() ? 1 : 0);
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP shutdown_shim_signals_forwarded_total Signals sent to the target.\n"
+                 "# TYPE shutdown_shim_signals_forwarded_total counter\n"
+                 "shutdown_shim_signals_forwarded_total {}\n",
+                 status.signals_forwarded);
+  append_metric(out, "shutdown_shim_log_lines_dropped_total", "counter",
+                "Log lines dropped because stderr could not take them (queue full or reader gone).",
+                static_cast<double>(status.log ? status.log->dropped_lines() : 0));
+  out +=
+      "# HELP shutdown_shim_events_total Lifecycle events since the start, by event (each is "
+      "logged, and written to --event-log when there is one).\n"
+      "# TYPE shutdown_shim_events_total counter\n";
+  for (std::size_t i = 0; i < kEvents.size(); ++i) {
+    fmt::format_to(std::back_inserter(out), "shutdown_shim_events_total{{event=\"{}\"}} {}\n",
+                   kEvents[i].name,
+                   status.events ? status.events->recorded(static_cast<event_kind>(i)) : 0);
+  }
+  append_metric(out, "shutdown_shim_event_records_failed_total", "counter",
+                "Event log records that could not be written (ENOSPC, EIO, ...).",
+                static_cast<double>(status.events ? status.events->failed_records() : 0));
+  out +=
+      "# HELP shutdown_shim_http_requests_total HTTP responses sent, by status code and handler "
+      "(the endpoint; other: an unknown path or a request refused before routing).\n"
+      "# TYPE shutdown_shim_http_requests_total counter\n";
+  for (const auto& [key, count] : counts.all()) {
+    fmt::format_to(std::back_inserter(out),
+                   "shutdown_shim_http_requests_total{{code=\"{}\",handler=\"{}\"}} {}\n",
+                   key.second, to_string(key.first), count);
+  }
+  if (status.upstream) append_upstream_metrics(out, *status.upstream);
+  append_process_metrics(out);
+#ifdef SHUTDOWN_SHIM_VERSION
+  out +=
+      "# HELP shutdown_shim_build_info The shim's version.\n"
+      "# TYPE shutdown_shim_build_info gauge\n"
+      "shutdown_shim_build_info{version=\"" SHUTDOWN_SHIM_VERSION "\"} 1\n";
+#endif
+  return out;
+}
+
+}  // namespace shim

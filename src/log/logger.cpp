@@ -1,0 +1,64 @@
+#include "log/logger.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace shim {
+namespace {
+
+// sd-daemon's check: JOURNAL_STREAM is "DEV:INO" of the stream systemd connected to us, so a
+// redirected stderr (e.g. `shutdown-shim 2>file` from a unit's shell) is not taken for the journal.
+bool stderr_is_journal() {
+  const char* env = std::getenv("JOURNAL_STREAM");
+  if (env == nullptr) return false;
+  const std::string_view s(env);
+  const auto colon = s.find(':');
+  if (colon == std::string_view::npos) return false;
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  const auto dev_end = s.data() + colon;
+  const auto ino_end = s.data() + s.size();
+  auto r1 = std::from_chars(s.data(), dev_end, dev);
+  auto r2 = std::from_chars(dev_end + 1, ino_end, ino);
+  if (r1.ec != std::errc() || r1.ptr != dev_end || r2.ec != std::errc() || r2.ptr != ino_end) {
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(STDERR_FILENO, &st) != 0) return false;
+  return static_cast<std::uint64_t>(st.st_dev) == dev &&
+         static_cast<std::uint64_t>(st.st_ino) == ino;
+}
+
+}  // namespace
+
+logger::logger(log_format format, int fd, bool journal_prefix, std::size_t queue_capacity)
+    : format_(format),
+      journal_prefix_(journal_prefix),
+      sink_(log_sink::writable_copy(fd), queue_capacity,
+            log_sink::handlers{.dropped_notice = [this](std::uint64_t dropped) {
+              return format_log_line(format_, journal_prefix_, log_level::warning,
+                                     "log lines dropped: stderr was not writable",
+                                     {{"dropped", std::to_string(dropped)}},
+                                     std::chrono::system_clock::now());
+            }}) {}
+
+logger logger::for_stderr(log_format format) {
+  return logger(format, STDERR_FILENO, stderr_is_journal());
+}
+
+void logger::log(log_level level, std::string_view message, const log_fields& fields) noexcept {
+  try {
+    sink_.write(format_log_line(format_, journal_prefix_, level, message, fields,
+                                std::chrono::system_clock::now()));
+  } catch (...) {
+    ++out_of_memory_;
+  }
+}
+
+}  // namespace shim

@@ -1,0 +1,23 @@
+#include "logind/logind_row.hpp"
+
+#include <fmt/format.h>
+
+#include "logind/logind_config.hpp"
+#include "util/duration_text.hpp"
+
+namespace shim {
+
+bool logind_row::delay_too_short(std::chrono::nanoseconds hold) const {
+  return delay_max_usec && inhibit_delay_too_short(*delay_max_usec, hold);
+}
+
+std::optional<std::string> logind_row::delay_warning(std::chrono::nanoseconds hold) const {
+  if (!delay_too_short(hold)) return std::nullopt;
+  return fmt::format(
+      "logind's InhibitDelayMaxUSec is {} but drain-delay + exit-timeout is {}: logind will end "
+      "the hold early; set InhibitDelayMaxSec= above it in a logind.conf.d drop-in (or run with "
+      "--ensure-inhibit-delay)",
+      describe_usec(*delay_max_usec), format_duration(hold));
+}
+
+}  // namespace shim

@@ -1,0 +1,176 @@
+#include "process/signal_record.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <string_view>
+#include <system_error>
+
+#include "util/atomic_file.hpp"
+#include "util/boot_id.hpp"
+#include "util/small_file.hpp"
+
+namespace shim {
+
+namespace {
+
+constexpr std::string_view kFileName = "signalled";
+constexpr std::string_view kHeader = "shutdown-shim signal record 1";
+constexpr std::string_view kLeftToKubelet = "left_to_kubelet";
+// A record names a handful of processes; anything much larger is not ours.
+constexpr std::size_t kMaxBytes = 64 * 1024;
+
+template <typename T>
+bool parse_number(std::string_view text, T& out) {
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return error == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
+// "PID START_TIME SIGNALLED_US SIGNAL"
+std::optional<shutdown_record::signalled_process> parse_signalled(std::string_view text) {
+  shutdown_record::signalled_process p;
+  std::string_view fields[4];
+  for (auto& field : fields) {
+    const auto space = text.find(' ');
+    field = text.substr(0, space);
+    text = space == std::string_view::npos ? std::string_view{} : text.substr(space + 1);
+  }
+  if (!text.empty() || !parse_number(fields[0], p.process.pid) || p.process.pid <= 0 ||
+      !parse_number(fields[1], p.process.start_time) || !parse_number(fields[2], p.signalled_us) ||
+      !parse_number(fields[3], p.signal)) {
+    return std::nullopt;
+  }
+  return p;
+}
+
+// Only a directory that nobody else may write to can say what root must not signal.
+std::optional<std::string> untrusted_directory(const std::filesystem::path& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0)
+    return fmt::format("{}: {}", dir.string(), std::strerror(errno));
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    return fmt::format("{} is owned by uid {}", dir.string(), st.st_uid);
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return fmt::format("{} is writable by group or others (mode {:o})", dir.string(),
+                       st.st_mode & 07777);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<process_identity> identify_process(pid_t pid, const std::string& proc_root) {
+  const auto stat = read_small_file(fmt::format("{}/{}/stat", proc_root, pid), kMaxProcFileBytes);
+  if (!stat) return std::nullopt;
+  // comm is in parentheses and may itself contain ") ": the fields after it follow the last ')'.
+  const auto close = stat.value().rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::string_view rest = std::string_view(stat.value()).substr(close + 1);
+  // Field 3 (state) is the first after comm; field 22 (starttime) is the 20th.
+  std::string_view field;
+  for (int i = 0; i < 20; ++i) {
+    rest.remove_prefix(std::min(rest.find_first_not_of(' '), rest.size()));
+    const auto end = std::min(rest.find(' '), rest.size());
+    field = rest.substr(0, end);
+    rest.remove_prefix(end);
+    if (i == 0 && (field == "Z" || field == "X")) return std::nullopt;  // exited, not yet reaped
+  }
+  process_identity id{pid, 0};
+  if (!parse_number(field, id.start_time)) return std::nullopt;
+  return id;
+}
+
+bool shutdown_record::was_signalled(const process_identity& p) const {
+  return std::any_of(signalled.begin(), signalled.end(),
+                     [&p](const signalled_process& s) { return s.process == p; });
+}
+
+shutdown_record::signalled_process* shutdown_record::find(const process_identity& p) {
+  const auto it = std::find_if(signalled.begin(), signalled.end(),
+                               [&p](const signalled_process& s) { return s.process == p; });
+  return it == signalled.end() ? nullptr : &*it;
+}
+
+signal_record::signal_record(std::filesystem::path dir) : dir_(std::move(dir)) {
+  if (!dir_.empty()) file_ = dir_ / kFileName;
+}
+
+result<shutdown_record> signal_record::load() const {
+  using loaded = result<shutdown_record>;
+  shutdown_record record;
+  if (!enabled()) return loaded::success(record);
+  const auto text = read_small_file_if_exists(file_, kMaxBytes);
+  if (!text) return loaded::failure("read " + text.error());
+  if (!text.value()) return loaded::success(record);
+  if (auto why = untrusted_directory(dir_)) return loaded::failure("not trusted: " + *why);
+
+  std::string_view rest = *text.value();
+  bool header = true;
+  while (!rest.empty()) {
+    const auto newline = rest.find('\n');
+    const std::string_view line = rest.substr(0, newline);
+    rest = newline == std::string_view::npos ? std::string_view{} : rest.substr(newline + 1);
+    if (header) {
+      if (line != kHeader) return loaded::failure(file_.string() + ": not a signal record");
+      header = false;
+      continue;
+    }
+    const auto eq = line.find('=');
+    const std::string_view key = line.substr(0, eq);
+    const std::string_view value =
+        eq == std::string_view::npos ? std::string_view{} : line.substr(eq + 1);
+    std::int64_t number = 0;
+    if (key == "boot_id") {
+      record.boot_id = value;
+    } else if (key == "unready_us" && parse_number(value, number)) {
+      record.unready_us = number;
+    } else if (key == "cause") {
+      record.cause = value;
+    } else if (auto p = key == "signalled" || key == kLeftToKubelet ? parse_signalled(value)
+                                                                    : std::nullopt) {
+      p->left_to_kubelet = key == kLeftToKubelet;
+      record.signalled.push_back(*p);
+    } else {
+      return loaded::failure(fmt::format("{}: malformed line {:?}", file_.string(), line));
+    }
+  }
+  // /run is gone at reboot, but a state directory in a container may outlive one.
+  if (record.boot_id != current_boot_id()) return loaded::success(shutdown_record{});
+  return loaded::success(record);
+}
+
+result<> signal_record::save(const shutdown_record& record) const {
+  if (!enabled()) return result<>::success();
+  std::string text = fmt::format("{}\nboot_id={}\n", kHeader, current_boot_id());
+  if (record.unready_us) {
+    text += fmt::format("unready_us={}\n", *record.unready_us);
+    std::string cause = record.cause;
+    std::replace(cause.begin(), cause.end(), '\n', ' ');
+    text += fmt::format("cause={}\n", cause);
+  }
+  for (const auto& s : record.signalled) {
+    // A process that has exited (or whose PID now names another one) needs no protection.
+    if (identify_process(s.process.pid) != s.process) continue;
+    text += fmt::format("{}={} {} {} {}\n", s.left_to_kubelet ? kLeftToKubelet : "signalled",
+                        s.process.pid, s.process.start_time, s.signalled_us, s.signal);
+  }
+  try {
+    // Saved on the loop, between the shutdown's cue and the first 503, and again before the signal,
+    // so no fsync: where /run is on a disk, two fsyncs each held /readyz's flip back
+    // (scripts/bench, PrepareForShutdown -> first 503; docs/benchmarks.md). The record guards
+    // against a restart of the shim, not of the machine: after a reboot its boot_id no longer
+    // matches and it is ignored.
+    write_file_atomically(file_, text, durability::process_crash);
+  } catch (const std::system_error& e) {
+    return result<>::failure(e.what());
+  }
+  return result<>::success();
+}
+
+}  // namespace shim

@@ -1,0 +1,269 @@
+#include "process/target.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/error.hpp>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <iterator>
+#include <memory>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "util/errno_error.hpp"
+#include "util/small_file.hpp"
+#include "util/trusted_file.hpp"
+
+namespace shim {
+namespace {
+
+// The kernel keeps TASK_COMM_LEN - 1 bytes of the executable name in /proc/PID/comm.
+constexpr std::size_t comm_max = 15;
+
+// A pidfile holds one PID line.
+constexpr std::size_t kMaxPidfileBytes = 256;
+
+// A small /proc file, or nullopt when it cannot be read (the process has exited meanwhile).
+std::optional<std::string> read_proc_file(const std::string& path) {
+  auto text = read_small_file(path, kMaxProcFileBytes);
+  if (!text) return std::nullopt;
+  return std::move(text.value());
+}
+
+std::string_view trim(std::string_view s) {
+  constexpr std::string_view space = " \t\n\r\f\v";
+  const auto first = s.find_first_not_of(space);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(space) - first + 1);
+}
+
+// A positive decimal PID and nothing else (no sign, no trailing garbage).
+std::optional<pid_t> parse_pid(std::string_view text) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front()))) return std::nullopt;
+  long long value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  if (value <= 0 || value > INT_MAX) return std::nullopt;
+  return static_cast<pid_t>(value);
+}
+
+std::string proc_path(const std::string& proc_root, pid_t pid, std::string_view entry) {
+  return fmt::format("{}/{}/{}", proc_root, pid, entry);
+}
+
+// The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), or nullopt when the process is gone.
+// comm sits in parentheses and may itself contain ") ", so the state follows the last ')'.
+std::optional<char> process_state(const std::string& proc_root, pid_t pid) {
+  const auto stat = read_proc_file(proc_path(proc_root, pid, "stat"));
+  if (!stat) return std::nullopt;
+  const auto close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) return std::nullopt;
+  return (*stat)[close + 2];
+}
+
+// The value of a "Key:\tvalue" line of /proc/PID/status, trimmed; empty if there is none.
+std::string_view status_field(std::string_view status, std::string_view key) {
+  while (!status.empty()) {
+    const auto end = status.find('\n');
+    const auto line = status.substr(0, end);
+    if (line.starts_with(key) && line.substr(key.size()).starts_with(':')) {
+      return trim(line.substr(key.size() + 1));
+    }
+    if (end == std::string_view::npos) break;
+    status.remove_prefix(end + 1);
+  }
+  return {};
+}
+
+// Empty when PID names a live process; otherwise why not. A thread id also has a (hidden)
+// /proc/TID directory, but pidfd_open refuses it, so it is reported here instead.
+std::string check_pid(const std::string& proc_root, pid_t pid) {
+  std::string dir = fmt::format("{}/{}", proc_root, pid);
+  if (::access(dir.c_str(), F_OK) != 0) return fmt::format("no process with PID {}", pid);
+  if (const auto status = read_proc_file(proc_path(proc_root, pid, "status"))) {
+    const auto tgid = parse_pid(status_field(*status, "Tgid"));
+    if (tgid && *tgid != pid) {
+      return fmt::format("PID {} is a thread of process {}, not a process", pid, *tgid);
+    }
+  }
+  return {};
+}
+
+// Why PID may never be a target, whatever named it; empty when it may. SIGTERM to init reboots or
+// kills the machine (or the container); to the shim or its parent it would end the hold itself.
+std::string forbidden_target(pid_t pid) {
+  if (pid == 1) return "PID 1 is init; the shim never signals it";
+  if (pid == ::getpid()) return fmt::format("PID {} is the shim itself; never signalled", pid);
+  if (pid == ::getppid()) return fmt::format("PID {} is the shim's parent; never signalled", pid);
+  return {};
+}
+
+// Whether the process's real and effective uid (/proc/PID/status "Uid:" line: real, effective,
+// saved, filesystem) are both uid; false when that cannot be read (it has exited).
+bool owned_by(const std::string& proc_root, pid_t pid, uid_t uid) {
+  const auto status = read_proc_file(proc_path(proc_root, pid, "status"));
+  if (!status) return false;
+  const std::string_view uids = status_field(*status, "Uid");
+  std::array<uid_t, 2> real_effective{};
+  std::size_t at = 0;
+  for (auto& id : real_effective) {
+    at = uids.find_first_not_of(" \t", at);
+    if (at == std::string_view::npos) return false;
+    const auto [end, error] = std::from_chars(uids.data() + at, uids.data() + uids.size(), id);
+    if (error != std::errc()) return false;
+    at = static_cast<std::size_t>(end - uids.data());
+  }
+  return real_effective[0] == uid && real_effective[1] == uid;
+}
+
+resolved_target resolve_pid(const std::string& proc_root, pid_t pid) {
+  if (pid <= 0) return {{}, fmt::format("PID {} is not valid", pid)};
+  if (auto why = forbidden_target(pid); !why.empty()) return {{}, std::move(why)};
+  if (auto why = check_pid(proc_root, pid); !why.empty()) return {{}, std::move(why)};
+  return {{pid}, {}};
+}
+
+resolved_target resolve_pidfile(const std::string& proc_root, const std::string& path) {
+  auto file = open_trusted_file(path, "pidfile");
+  if (!file.refusal.empty()) {
+    return {{}, fmt::format("pidfile {} is not trusted: {}", path, file.refusal)};
+  }
+  if (!file.fd) return {{}, fmt::format("pidfile {}: {}", path, std::strerror(file.error))};
+  // More than a PID line is malformed anyway; the limit only keeps a wrong path from costing much.
+  const auto content = read_bounded(file.fd, path, kMaxPidfileBytes);
+  if (!content) return {{}, "pidfile " + content.error()};
+  const auto text = trim(content.value());
+  if (text.empty()) return {{}, fmt::format("pidfile {}: empty", path)};
+  const auto pid = parse_pid(text);
+  if (!pid) {
+    constexpr std::size_t shown = 40;
+    return {{},
+            fmt::format("pidfile {}: {:?}{} is not a PID", path, text.substr(0, shown),
+                        text.size() > shown ? "..." : "")};
+  }
+  for (const auto& why : {forbidden_target(*pid), check_pid(proc_root, *pid)}) {
+    if (!why.empty()) return {{}, fmt::format("pidfile {}: {}", path, why)};
+  }
+  return {{*pid}, {}};
+}
+
+resolved_target resolve_name(const std::string& proc_root, const std::string& name, uid_t uid) {
+  const std::string_view comm_wanted = std::string_view(name).substr(0, comm_max);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(proc_root.c_str()), &::closedir);
+  if (!dir) return {{}, fmt::format("{}: {}", proc_root, std::strerror(errno))};
+  resolved_target result;
+  // readdir only fails with EBADF, which cannot happen for a stream we opened.
+  while (const dirent* entry = ::readdir(dir.get())) {
+    const auto pid = parse_pid(entry->d_name);
+    if (!pid || !forbidden_target(*pid).empty()) continue;
+    // Any of these reads fails when the process exits meanwhile: it is simply not a match.
+    auto comm = read_proc_file(proc_path(proc_root, *pid, "comm"));
+    if (!comm) continue;
+    if (!comm->empty() && comm->back() == '\n') comm->pop_back();
+    if (*comm != comm_wanted) continue;
+    // A zombie (or a dead task about to vanish) cannot react to a signal any more.
+    const auto state = process_state(proc_root, *pid);
+    if (!state || *state == 'Z' || *state == 'X') continue;
+    // Anyone can name a process anything: another user's would let that user stretch the hold,
+    // or turn /readyz ready again after a cancel (issue 8, item 7).
+    if (!owned_by(proc_root, *pid, uid)) continue;
+    result.pids.push_back(*pid);
+  }
+  if (result.pids.empty()) {
+    result.reason = fmt::format("no process named {} owned by uid {}", name, uid);
+  } else {
+    std::sort(result.pids.begin(), result.pids.end());
+  }
+  return result;
+}
+
+}  // namespace
+
+std::optional<process_handle> process_handle::open(pid_t pid) {
+  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0) {
+    if (errno == ESRCH) return std::nullopt;
+    throw_errno(errno, fmt::format("pidfd_open PID {}", pid));
+  }
+  return process_handle(pid, unique_fd(static_cast<int>(fd)));
+}
+
+bool process_handle::send_signal(int signal) const {
+  if (::syscall(SYS_pidfd_send_signal, fd_.get(), signal, nullptr, 0) == 0) return true;
+  if (errno == ESRCH) return false;
+  throw_errno(errno, fmt::format("send signal {} to PID {}", signal, pid_));
+}
+
+resolved_target resolve_target(const target_spec& spec, const std::string& proc_root) {
+  if (spec.pid) return resolve_pid(proc_root, *spec.pid);
+  if (!spec.pidfile.empty()) return resolve_pidfile(proc_root, spec.pidfile);
+  if (!spec.name.empty()) return resolve_name(proc_root, spec.name, spec.name_uid);
+  if (spec.wrapper()) return {{}, "wrapper mode: the target is the shim's own child"};
+  return {{}, "no target configured"};
+}
+
+std::optional<std::string> check_target_at_start(const target_spec& spec) {
+  if (spec.pid) {
+    if (auto why = forbidden_target(*spec.pid); !why.empty()) {
+      return fmt::format("--target-pid={}: {}", *spec.pid, why);
+    }
+  }
+  if (!spec.pidfile.empty()) {
+    const auto file = open_trusted_file(spec.pidfile, "pidfile");
+    if (!file.refusal.empty()) {
+      return fmt::format("--target-pidfile={} is not trusted: {}", spec.pidfile, file.refusal);
+    }
+    // A pidfile that does not exist yet is normal: the target writes it once it runs.
+    if (!file.fd && file.error != ENOENT) {
+      return fmt::format("--target-pidfile={}: {}", spec.pidfile, std::strerror(file.error));
+    }
+  }
+  return std::nullopt;
+}
+
+void exit_watcher::watch(process_handle process, std::function<void(pid_t)> on_exit) {
+  const pid_t pid = process.pid();
+  unique_fd fd = process.release_fd();
+  if (!fd) throw_errno(EBADF, fmt::format("watch PID {}", pid));
+  watched_.emplace_back(io_);
+  const auto it = std::prev(watched_.end());
+  boost::system::error_code error;
+  it->assign(fd.get(), error);
+  if (error) {
+    watched_.erase(it);
+    throw_errno(error.value(), fmt::format("watch PID {}", pid));
+  }
+  fd.release();
+  // A pidfd becomes readable once the process has exited (zombie or reaped).
+  it->async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [this, it, pid, on_exit = std::move(on_exit)](const boost::system::error_code& ec) mutable {
+        // Aborted by clear() or by the watcher's destruction: `this` may be gone.
+        if (ec == boost::asio::error::operation_aborted) return;
+        // Any other completion means the pidfd is done for: treat it as the exit.
+        auto handler = std::move(on_exit);
+        watched_.erase(it);
+        // Last, so that the handler may watch(), clear() or even destroy the watcher.
+        if (handler) handler(pid);
+      });
+}
+
+void exit_watcher::clear() {
+  // Destroying a descriptor closes the pidfd and completes its wait with operation_aborted.
+  watched_.clear();
+}
+
+}  // namespace shim

@@ -1,0 +1,428 @@
+#include "process/target_watch.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <string_view>
+
+#include "util/signal_names.hpp"
+#include "util/small_file.hpp"
+
+namespace shim {
+
+namespace {
+
+using clock = shutdown_sequence::clock;
+
+// The flag, else systemd's RuntimeDirectory= (the first, if it lists several), else /run's.
+std::string state_directory(const config& cfg) {
+  if (!cfg.state_dir.empty()) return cfg.state_dir;
+  if (const char* runtime = std::getenv("RUNTIME_DIRECTORY"); runtime && *runtime == '/') {
+    const std::string_view dirs(runtime);
+    return std::string(dirs.substr(0, dirs.find(':')));
+  }
+  return std::string(kDefaultStateDir);
+}
+
+std::int64_t monotonic_us(shutdown_sequence::time_point t) {
+  // steady_clock is CLOCK_MONOTONIC, the clock of the event log's monotonic_us.
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+// A process's name for the target check's lines ("kube-apiserver"); empty when it is gone.
+std::string process_name(pid_t pid) {
+  auto comm = read_small_file(fmt::format("/proc/{}/comm", pid), kMaxProcFileBytes);
+  if (!comm) return {};
+  std::string& name = comm.value();
+  if (!name.empty() && name.back() == '\n') name.pop_back();
+  return std::move(name);
+}
+
+// A wrapped child's exit code (the shell convention: 128 + signal when killed) in words.
+std::string describe_exit_code(int code) {
+  if (code > 128 && code - 128 < NSIG) {
+    return fmt::format("killed by {} (exit code {})", signal_name(code - 128), code);
+  }
+  return fmt::format("exit code {}", code);
+}
+
+std::string wall_now() { return format_wall_time(std::chrono::system_clock::now()); }
+
+}  // namespace
+
+std::string describe_target(const target_spec& t) {
+  if (t.pid) return fmt::format("pid {}", *t.pid);
+  if (!t.pidfile.empty()) return "pidfile " + t.pidfile;
+  if (!t.name.empty()) return "processes named " + t.name;
+  if (t.wrapper()) return "child " + t.command.front();
+  return "none";
+}
+
+target_watch::target_watch(boost::asio::io_context& io, const config& cfg, logger& log,
+                           event_recorder& events, shim_status& status,
+                           const shutdown_sequence& sequence, handlers on)
+    : io_(io),
+      cfg_(cfg),
+      log_(log),
+      events_(events),
+      status_(status),
+      sequence_(sequence),
+      on_(std::move(on)),
+      watcher_(io),
+      // The record protects attach-mode targets; a wrapper's child is new with every run.
+      record_(cfg.target.wrapper() ? std::string() : state_directory(cfg)),
+      timer_(io) {
+  status_.target.configured = cfg.target.any();
+  status_.target.detail = cfg.target.wrapper() ? "the command has not been started yet"
+                                               : "not found yet: " + describe_target(cfg.target);
+}
+
+// The wrapped command's name, as the target check's lines show it: "kube-apiserver".
+std::string target_watch::child_name() const {
+  return std::filesystem::path(cfg_.target.command.front()).filename().string();
+}
+
+void target_watch::start() {
+  if (auto loaded = record_.load(); !loaded) {
+    log_.warning("ignoring the record of signalled processes; a restart mid-hold may signal again",
+                 {{"error", loaded.error()}});
+  } else {
+    shutdown_ = loaded.value();
+    resumable_ = shutdown_.unready_us.has_value();
+    if (!shutdown_.signalled.empty()) {
+      log_.notice("an earlier run signalled processes that still run; they get no second signal",
+                  {{"record", record_.file().string()}});
+    }
+  }
+  // At once, so that a target already running counts before the lock is taken and READY=1 is
+  // sent (ShimNotify).
+  if (attach()) search();
+}
+
+void target_watch::start_child() {
+  if (!cfg_.target.wrapper() || child_) return;
+  child_ = std::make_unique<child_process>(io_, cfg_.target.command);
+  log_.info("started the command",
+            {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
+  child_->on_exit([this](int code) { on_child_exit(code); });
+  status_.target.running = true;
+  status_.target.detail = fmt::format("{} (pid {})", child_name(), child_->pid());
+  events_.record(event_kind::TargetRunning, "child",
+                 "the target is running: " + status_.target.detail,
+                 {{"target_pid", std::to_string(child_->pid())}});
+  on_.changed();
+}
+
+void target_watch::stop() {
+  timer_.cancel();
+  watcher_.clear();
+}
+
+bool target_watch::pass_on(int signal) {
+  if (!child_ || !child_->running()) return false;
+  log_.info("passing a signal on to the child", {{"signal", signal_name(signal)}});
+  child_->send_signal(signal);
+  return true;
+}
+
+void target_watch::reap_orphans() {
+  if (child_) child_->reap_all();
+}
+
+std::optional<target_watch::resumed> target_watch::resume() {
+  resumable_ = false;
+  resumed out{.unready_at = clock::time_point(std::chrono::microseconds(*shutdown_.unready_us)),
+              .cause = shutdown_.cause};
+  for (const auto& s : shutdown_.signalled) {
+    if (identify_process(s.process.pid) != s.process) continue;
+    if (auto process = process_handle::open(s.process.pid)) {
+      out.running = true;
+      out.left_to_kubelet = out.left_to_kubelet || s.left_to_kubelet;
+      watch_signalled(std::move(*process));
+    }
+  }
+  // None of the processes it signalled runs, but a target does: a new shutdown, with a target
+  // that never had its signal, began while no shim ran.
+  if (!out.running && !resolve_target(cfg_.target).pids.empty()) {
+    forget_shutdown();
+    return std::nullopt;
+  }
+  return out;
+}
+
+void target_watch::remember_shutdown(shutdown_sequence::time_point unready_at,
+                                     const std::string& cause) {
+  if (!record_.enabled()) return;
+  shutdown_.unready_us = monotonic_us(unready_at);
+  shutdown_.cause = cause;
+  save_record();
+}
+
+void target_watch::forget_shutdown() {
+  resumable_ = false;
+  if (!record_.enabled() || !shutdown_.unready_us) return;
+  shutdown_.unready_us.reset();
+  shutdown_.cause.clear();
+  save_record();
+}
+
+void target_watch::save_record() {
+  if (auto saved = record_.save(shutdown_); !saved) {
+    log_.warning(
+        "could not keep the record of signalled processes; a restart mid-hold may "
+        "signal again",
+        {{"error", saved.error()}});
+  }
+}
+
+void target_watch::forward_signal() {
+  if (child_) return signal_child();
+  signal_attached(signal_sender::shim);
+}
+
+void target_watch::leave_signal_to_kubelet() { signal_attached(signal_sender::kubelet); }
+
+void target_watch::signal_child() {
+  const std::string sig = signal_name(cfg_.signal);
+  if (!child_->running()) return on_.missed("the child has already exited");
+  if (child_signalled_) {
+    log_.notice("the child already had its signal; not sending another");
+    return;
+  }
+  if (!child_->send_signal(cfg_.signal)) return on_.missed("the child has already exited");
+  child_signalled_ = true;
+  status_.target.running = false;
+  status_.target.detail = fmt::format("{} (pid {}) had {} at {} ({})", child_name(), child_->pid(),
+                                      sig, wall_now(), status_.drain_cause);
+  ++status_.signals_forwarded;
+  events_.record(event_kind::SignalForwarded, status_.drain_cause, "sent " + sig + " to the child",
+                 {{"target_pid", std::to_string(child_->pid())}, {"signal", sig}});
+}
+
+// With signal_sender::kubelet nothing is sent: kubelet's graceful node shutdown sends it, and the
+// target is recorded as left to kubelet and watched as if the shim had signalled it (so a restarted
+// shim sends none either). With signal_sender::shim, a process left to kubelet gets the shim's one
+// signal (kubelet's lock went first) and is the shim's in the record from then on, so that a
+// restart after it sends none.
+void target_watch::signal_attached(signal_sender sender) {
+  const bool by_kubelet = sender == signal_sender::kubelet;
+  const std::string sig = signal_name(cfg_.signal);
+  const auto found = resolve_target(cfg_.target);
+  int sent = 0;
+  for (pid_t pid : found.pids) {
+    const auto identity = identify_process(pid);
+    auto* had = identity ? shutdown_.find(*identity) : nullptr;
+    const bool taken_back = had && had->left_to_kubelet && !by_kubelet;
+    if (!taken_back && (signalled_.count(pid) || had)) {
+      log_.notice(
+          "already signalled (by this run or an earlier one) or left to kubelet, and still "
+          "running; not sending another",
+          {{"pid", std::to_string(pid)}});
+      continue;
+    }
+    try {
+      auto process = process_handle::open(pid);
+      if (!process || !identity) continue;
+      // Recorded before it is sent: a crash in between loses a signal rather than sending two.
+      const auto now_us = monotonic_us(clock::now());
+      if (taken_back) {
+        had->left_to_kubelet = false;
+        had->signalled_us = now_us;
+      } else {
+        shutdown_.signalled.push_back({*identity, now_us, cfg_.signal, by_kubelet});
+      }
+      save_record();
+      if (by_kubelet) {
+        const auto& plan = status_.kubelet.plan();
+        log_fields fields{{"target_pid", std::to_string(pid)}};
+        for (auto& f : status_.kubelet.window_fields()) fields.push_back(std::move(f));
+        events_.record(
+            event_kind::SignalLeftToKubelet, status_.drain_cause,
+            fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
+                        "counts kubelet's as the one",
+                        describe_target(cfg_.target), plan ? plan->sigterm_window() : "?"),
+            fields);
+      } else {
+        if (!process->send_signal(cfg_.signal)) continue;
+        ++status_.signals_forwarded;
+        log_fields fields{{"target_pid", std::to_string(pid)}, {"signal", sig}};
+        if (taken_back) fields.emplace_back("instead_of", "kubelet");
+        events_.record(
+            event_kind::SignalForwarded, status_.drain_cause,
+            fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
+                        taken_back ? ": kubelet's lock went away before it had exited" : ""),
+            fields);
+      }
+      ++sent;
+      // One left to kubelet is watched since it was counted.
+      if (!taken_back) watch_signalled(std::move(*process));
+    } catch (const std::system_error& e) {
+      log_.error("could not signal the target",
+                 {{"pid", std::to_string(pid)}, {"error", e.what()}});
+    }
+  }
+  if (sent > 0) after_signal();
+  if (sent == 0 && signalled_.empty()) {
+    const std::string why =
+        found.pids.empty() ? found.reason : "every target had exited before the signal";
+    log_.warning("no target to signal",
+                 {{"target", describe_target(cfg_.target)}, {"reason", why}});
+    on_.missed(why);
+  }
+}
+
+void target_watch::watch_signalled(process_handle process) {
+  signalled_.insert(process.pid());
+  watcher_.watch(std::move(process), [this](pid_t gone) {
+    signalled_.erase(gone);
+    events_.record(event_kind::TargetExited, "pidfd", "the target exited",
+                   {{"target_pid", std::to_string(gone)}});
+    if (signalled_.empty()) on_.exited("the target exited");
+  });
+}
+
+bool target_watch::looking() const {
+  // Not during a drain: nothing new is expected then, and the signal resolves the target anew.
+  return attach() && !sequence_.draining() &&
+         (!status_.target.running || sequence_.waiting_for_target());
+}
+
+// Whether a target process runs that did not have the signal (from this run or, per the record,
+// an earlier one): one that had it is on its way out, however long it still serves.
+bool target_watch::target_counts() const {
+  return std::any_of(present_.begin(), present_.end(), [this](const auto& p) {
+    return !signalled_.count(p.first) && !shutdown_.was_signalled(p.second.identity);
+  });
+}
+
+// At once (on the loop), with the backoff started again.
+void target_watch::look_for_target() {
+  backoff_.reset();
+  arm_search(backoff::duration(0));
+}
+
+// A cancelled shutdown: the search that stopped for the drain starts again.
+void target_watch::settled() {
+  if (!searching_ && looking()) look_for_target();
+}
+
+void target_watch::arm_search(backoff::duration delay) {
+  searching_ = true;
+  // Replaces a pending wait, whose handler then sees operation_aborted.
+  timer_.expires_after(delay);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    searching_ = false;
+    search();
+  });
+}
+
+// Nothing announces that a process named X has started, so the target is re-resolved with capped
+// backoff until one runs that did not have the signal (the old one was once taken for a new one:
+// faults suite).
+void target_watch::search() {
+  if (!looking()) return;
+  const auto found = resolve_target(cfg_.target);
+  for (pid_t pid : found.pids) {
+    if (present_.count(pid) || signalled_.count(pid)) continue;
+    try {
+      if (auto process = process_handle::open(pid)) watch_present(std::move(*process));
+    } catch (const std::system_error& e) {
+      log_.warning("could not watch the target",
+                   {{"pid", std::to_string(pid)}, {"error", e.what()}});
+    }
+  }
+  if (target_counts()) return target_found();
+  // Once a target has run, the line keeps saying what became of it.
+  if (!seen_) {
+    status_.target.detail = found.pids.empty()
+                                ? "not found yet: " + found.reason
+                                : "not found yet: only processes that had the signal run";
+  }
+  arm_search(backoff_.next());
+}
+
+void target_watch::watch_present(process_handle process) {
+  const pid_t pid = process.pid();
+  // After pidfd_open: if the PID was reused in between, the pidfd's process has exited and its
+  // watch fires at once, taking this entry away.
+  const auto identity = identify_process(pid);
+  if (!identity) return;
+  present_[pid] = {*identity, process_name(pid)};
+  watcher_.watch(std::move(process), [this](pid_t gone) { on_present_exit(gone); });
+}
+
+void target_watch::target_found() {
+  seen_ = true;
+  if (!status_.target.running) {
+    std::string pids;
+    for (const auto& [pid, p] : present_) {
+      if (signalled_.count(pid) || shutdown_.was_signalled(p.identity)) continue;
+      if (!status_.target.running) {
+        status_.target.detail = fmt::format("{} (pid {})", p.name, pid);
+      } else {
+        status_.target.detail += fmt::format(", {} (pid {})", p.name, pid);
+      }
+      pids += (pids.empty() ? "" : ",") + std::to_string(pid);
+      status_.target.running = true;
+    }
+    events_.record(event_kind::TargetRunning, "found",
+                   fmt::format("the target is running: {}", status_.target.detail),
+                   {{"target_pid", pids}, {"target", describe_target(cfg_.target)}});
+    on_.changed();
+  }
+  if (sequence_.waiting_for_target()) {
+    log_.notice("a target is running again", {{"target", status_.target.detail}});
+    on_.running_again();
+  }
+}
+
+void target_watch::on_present_exit(pid_t pid) {
+  const auto it = present_.find(pid);
+  if (it == present_.end()) return;
+  const std::string name = it->second.name;
+  present_.erase(it);
+  // It had the signal (the check failed then), or another target still runs.
+  if (!status_.target.running || target_counts()) return;
+  status_.target.running = false;
+  // Not the shim's child, so its status cannot be known: waitid(P_PIDFD) answers ECHILD for
+  // another's child, and /proc/PID/stat's exit_code (field 52) lasts only until the parent
+  // (kubelet's runtime, systemd) reaps the zombie, which it does at once. Only "exited".
+  status_.target.detail = fmt::format("{} (pid {}) exited at {}", name, pid, wall_now());
+  events_.record(event_kind::TargetLost, "pidfd", "the target exited: " + status_.target.detail,
+                 {{"target_pid", std::to_string(pid)}, {"target", describe_target(cfg_.target)}});
+  on_.changed();
+  if (looking()) look_for_target();
+}
+
+// The signal went out: the processes that had it no longer count as the target.
+void target_watch::after_signal() {
+  if (!status_.target.running || target_counts()) return;
+  status_.target.running = false;
+  status_.target.detail = fmt::format("{} had {} at {} ({})", describe_target(cfg_.target),
+                                      signal_name(cfg_.signal), wall_now(), status_.drain_cause);
+}
+
+void target_watch::on_child_exit(int code) {
+  const std::string detail = fmt::format("the child exited with {}", code);
+  events_.record(
+      event_kind::TargetExited, "child", detail,
+      {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
+  // The check fails in this loop iteration; outside a shutdown the sequence then ends the shim
+  // with the child's code, as a container's init does.
+  status_.target.running = false;
+  status_.target.detail = fmt::format("{} (pid {}) exited, {} at {}", child_name(), child_->pid(),
+                                      describe_exit_code(code), wall_now());
+  if (!child_signalled_) {
+    events_.record(
+        event_kind::TargetLost, "child", "the target exited: " + status_.target.detail,
+        {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
+  }
+  on_.exited(detail);
+  on_.child_exited(code);
+}
+
+}  // namespace shim

@@ -1,0 +1,137 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "core/shim_status.hpp"
+#include "core/shutdown_sequence.hpp"
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
+#include "process/child_process.hpp"
+#include "process/signal_record.hpp"
+#include "process/target.hpp"
+#include "util/backoff.hpp"
+
+namespace shim {
+
+// What --target-* or the wrapped command name, for log lines: "pid 812", "child kube-apiserver".
+std::string describe_target(const target_spec& spec);
+
+// The target edge: the wrapped child, or the processes found in attach mode, each watched through
+// its pidfd; the search for them; the one signal; and the record of signalled processes that
+// keeps a restarted shim from sending a second. It writes the target row of shim_status (and the
+// count of signals sent) and reports what the state machine must hear through its handlers.
+//
+// Attach mode: every target process found is watched whether or not a shutdown is under way;
+// while none runs that did not have the signal, it is looked for with capped backoff.
+class target_watch {
+ public:
+  struct handlers {
+    std::function<void()> changed;                          // the target row changed
+    std::function<void(const std::string& detail)> exited;  // every signalled target has gone
+    std::function<void(const std::string& why)> missed;     // the signal found no target
+    std::function<void()> running_again;                    // one runs while one is waited for
+    std::function<void(int exit_code)> child_exited;        // wrapper: after `exited`
+  };
+
+  // What the record of an earlier run says of a shutdown under way (resume()).
+  struct resumed {
+    shutdown_sequence::time_point unready_at;
+    std::string cause;
+    bool running = false;          // a process it signalled still runs (and is watched again)
+    bool left_to_kubelet = false;  // ...and kubelet was to send that one's signal
+  };
+
+  target_watch(boost::asio::io_context& io, const config& cfg, logger& log, event_recorder& events,
+               shim_status& status, const shutdown_sequence& sequence, handlers on);
+  target_watch(const target_watch&) = delete;
+  target_watch& operator=(const target_watch&) = delete;
+
+  // Reads the record of signalled processes, then (attach mode) starts looking for the target:
+  // what the record says was signalled never counts as the target.
+  void start();
+  // Wrapper mode: starts the command, once.
+  void start_child();
+  void stop();
+
+  // The shutdown is under way according to the record of an earlier run (start() read it).
+  bool resumable() const { return resumable_; }
+  // The processes the earlier run signalled that still run are watched again. nullopt when none
+  // of them runs but a target does: a new shutdown, which the record is forgotten for.
+  std::optional<resumed> resume();
+  void remember_shutdown(shutdown_sequence::time_point unready_at, const std::string& cause);
+  void forget_shutdown();
+
+  // The shim's one signal to the target (forward_signal), or none sent and kubelet's counted as
+  // the one (count_kubelet_signal).
+  void forward_signal();
+  void leave_signal_to_kubelet();
+  // The sequence asks for a target again (watch_target), or settled out of a drain.
+  void look_for_target();
+  void settled();
+
+  // Attach-mode processes that had the signal and have not exited, for ShutdownResumed.
+  const std::set<pid_t>& signalled() const { return signalled_; }
+  // Wrapper mode: the child, once started.
+  const child_process* child() const { return child_.get(); }
+  // Passes a signal on to a running child; false when there is none.
+  bool pass_on(int signal);
+  // As PID 1: reaps the orphans that SIGCHLD announces.
+  void reap_orphans();
+
+ private:
+  enum class signal_sender { shim, kubelet };
+  bool attach() const { return cfg_.target.any() && !cfg_.target.wrapper(); }
+  bool looking() const;
+  bool target_counts() const;
+  void signal_child();
+  void signal_attached(signal_sender sender);
+  void watch_signalled(process_handle process);
+  void arm_search(backoff::duration delay);
+  void search();
+  void watch_present(process_handle process);
+  void target_found();
+  void on_present_exit(pid_t pid);
+  void after_signal();
+  void on_child_exit(int code);
+  void save_record();
+  std::string child_name() const;
+
+  boost::asio::io_context& io_;
+  const config& cfg_;
+  logger& log_;
+  event_recorder& events_;
+  shim_status& status_;
+  const shutdown_sequence& sequence_;
+  handlers on_;
+
+  std::unique_ptr<child_process> child_;
+  bool child_signalled_ = false;
+  exit_watcher watcher_;
+  std::set<pid_t> signalled_;  // attach targets signalled and not yet exited
+  struct present_process {
+    process_identity identity;
+    std::string name;  // /proc/PID/comm when found
+  };
+  std::map<pid_t, present_process> present_;  // attach targets found and not yet exited
+  bool searching_ = false;                    // timer_ will call search()
+  bool seen_ = false;                         // a target has run since the start
+  signal_record record_;
+  shutdown_record shutdown_;  // what record_ holds
+  bool resumable_ = false;    // shutdown_ came from an earlier run, with a shutdown under way
+  boost::asio::steady_timer timer_;
+  backoff backoff_{std::chrono::milliseconds(100), std::chrono::seconds(5)};
+};
+
+}  // namespace shim

@@ -1,0 +1,128 @@
+#include "report/event_line_reader.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <memory>
+#include <system_error>
+
+#include "report/flat_json.hpp"
+#include "util/small_file.hpp"
+
+namespace shim {
+namespace {
+
+// 256 KiB per read(): few system calls, and a small fixed part of the report's memory.
+constexpr std::size_t kReadChunk = 256 * 1024;
+
+template <typename T>
+std::optional<T> number(const flat_json_value& v) {
+  // The shim writes its clocks as JSON numbers and its extra fields as strings: take either.
+  T out{};
+  const char* end = v.text.data() + v.text.size();
+  auto [ptr, ec] = std::from_chars(v.text.data(), end, out);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+std::optional<event_record> parse_event_record(std::string_view line) {
+  auto object = parse_flat_json(line);
+  if (!object) return std::nullopt;
+  event_record r;
+  for (auto& [key, value] : *object) {
+    if (key == "event") {
+      r.event = std::move(value.text);
+    } else if (key == "wall") {
+      r.wall = std::move(value.text);
+    } else if (key == "monotonic_us") {
+      r.monotonic_us = number<std::int64_t>(value);
+    } else if (key == "boottime_us") {
+      r.boottime_us = number<std::int64_t>(value);
+    } else if (key == "boot_id") {
+      r.boot_id = std::move(value.text);
+    } else if (key == "pid") {
+      r.pid = number<std::int64_t>(value).value_or(0);
+    } else if (key == "cause") {
+      r.cause = std::move(value.text);
+    } else if (key == "message") {
+      r.message = std::move(value.text);
+    } else if (key == "inhibit_delay_max_usec") {
+      r.inhibit_delay_max_usec = number<std::uint64_t>(value);
+    }
+  }
+  if (r.event.empty()) return std::nullopt;
+  return r;
+}
+
+void event_line_reader::feed(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const auto newline = bytes.find('\n');
+    const std::string_view piece = bytes.substr(0, newline);
+    if (!overlong_) {
+      if (partial_.size() + piece.size() > kMaxLine) {
+        overlong_ = true;
+        partial_.clear();
+      } else if (newline != std::string_view::npos && partial_.empty()) {
+        line(piece);  // the common case: a whole line within one chunk, no copy
+      } else {
+        partial_ += piece;
+      }
+    }
+    if (newline == std::string_view::npos) return;
+    if (overlong_) {
+      ++skipped_;
+      overlong_ = false;
+    } else if (!partial_.empty()) {
+      line(partial_);
+      partial_.clear();
+    }
+    bytes.remove_prefix(newline + 1);
+  }
+}
+
+void event_line_reader::finish() {
+  if (overlong_) {
+    ++skipped_;
+  } else if (!partial_.empty()) {
+    line(partial_);  // whole JSON without its '\n' counts; a torn one is skipped there
+  }
+  partial_.clear();
+  overlong_ = false;
+}
+
+void event_line_reader::line(std::string_view text) {
+  if (text.empty()) return;  // the recorder's fresh start after a torn record
+  auto record = parse_event_record(text);
+  if (!record) {
+    ++skipped_;
+    return;
+  }
+  handlers_.record(*record);
+}
+
+result<bool> event_line_reader::read_file(const std::string& path) {
+  // A FIFO or /dev/zero at the path once kept `report` waiting for ever (issue 18, item 4).
+  auto opened = open_regular_file_if_exists(path);
+  if (!opened) return result<bool>::failure(opened.error());
+  if (!opened.value()) return result<bool>::success(false);
+  const int fd = opened.value()->get();
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  const auto buffer = std::make_unique<char[]>(kReadChunk);
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.get(), kReadChunk);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return result<bool>::failure(path + ": " + std::generic_category().message(errno));
+    }
+    feed(std::string_view(buffer.get(), static_cast<std::size_t>(n)));
+  }
+  finish();
+  return result<bool>::success(true);
+}
+
+}  // namespace shim

@@ -1,0 +1,44 @@
+#include "report/previous_shutdown.hpp"
+
+#include <fmt/format.h>
+
+namespace shim {
+namespace {
+
+constexpr std::size_t kShortBootId = 8;
+constexpr std::size_t kMaxDetail = 200;
+
+std::string seconds_text(double s) { return fmt::format("{:.3f}", s); }
+
+}  // namespace
+
+std::string previous_shutdown::summary() const {
+  std::string text =
+      fmt::format("{} at {}, boot {}", to_string(verdict), wall,
+                  boot_id.empty() ? std::string("unknown") : boot_id.substr(0, kShortBootId));
+  if (hold) {
+    text += fmt::format(", hold {:.1f} s", *hold);
+  } else if (records_span) {
+    text += fmt::format(", records stop {:.1f} s into the hold", *records_span);
+  }
+  if (!clean()) text += ": " + detail;
+  return one_line(text, kMaxDetail);
+}
+
+log_fields previous_shutdown::fields() const {
+  log_fields f{{"verdict", std::string(to_string(verdict))},
+               {"previous_boot_id", boot_id},
+               {"shutdown_wall", wall},
+               {"trigger", trigger},
+               {"detail", detail}};
+  const auto add = [&f](const char* name, const std::optional<double>& s) {
+    if (s) f.emplace_back(name, seconds_text(*s));
+  };
+  add("hold_seconds", hold);
+  add("records_span_seconds", records_span);
+  add("unready_to_signal_seconds", unready_to_signal);
+  add("signal_to_target_exit_seconds", signal_to_target_exit);
+  return f;
+}
+
+}  // namespace shim

@@ -1,0 +1,92 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "report/event_line_reader.hpp"
+#include "report/shutdown_verdict.hpp"
+
+namespace shim {
+
+// One shutdown as the event log tells it, from its ShutdownInitiated to the end of its boot's
+// records, and the verdict those records give. Pure: records in, figures and a verdict out.
+//
+// The run that recorded ShutdownInitiated (its pid) held logind's lock; the lock went when that
+// process closed it or died. So only that run's InhibitorReleased ends the hold: a shim restarted
+// mid-hold (its Started, then ShutdownResumed) holds no lock (logind refuses one while the
+// shutdown runs), and whatever it records after does not make the hold whole again.
+//
+// The rules, first match wins:
+//   | the records of the shutdown                                      | verdict       |
+//   |------------------------------------------------------------------|---------------|
+//   | ShutdownCancelled after ShutdownInitiated                        | cancelled     |
+// SignalLeftToKubelet (the signal left to kubelet's graceful node shutdown) counts as
+// SignalForwarded; a SignalForwarded after it (kubelet's lock went first) is the signal then.
+//   | no SignalForwarded; the run's record before ShutdownInitiated is | no signal     |
+//   |   TargetExited (wrapper mode: the child ended on its own)        |               |
+//   | InhibitorReleased by the holding run, after SignalForwarded and  | clean         |
+//   |   DrainElapsed                                                   |               |
+//   | InhibitorReleased by the holding run, DrainElapsed, no           | no signal     |
+//   |   SignalForwarded (no target, or every one had exited)           |               |
+//   | InhibitorReleased by the holding run, neither (the shim's own    | not forwarded |
+//   |   SIGTERM, not passed on: released at once, before any drain)    |               |
+//   | InhibitorReleased by the holding run, SignalForwarded, no        | cut short     |
+//   |   DrainElapsed (not written by today's shim)                     |               |
+//   | no InhibitorReleased by the holding run, and its boot is over or | cut short     |
+//   |   another run Started (a SIGKILL, a crash, or logind's timeout   |               |
+//   |   followed by the stop of the unit)                              |               |
+//   | none of the above: this boot, the holding run may still be at it | in progress   |
+// A cancelled shutdown followed by another one in the same boot is judged by the later one.
+class shutdown_account {
+ public:
+  // initiated: the ShutdownInitiated record. target_gone: the same run's record just before it
+  // was TargetExited.
+  shutdown_account(const event_record& initiated, bool target_gone);
+
+  // The next record of the same boot, in log order.
+  void add(const event_record& r);
+
+  // boot_over: the log's records of this boot are all in (a later boot follows, or the boot is
+  // not the one running now).
+  shutdown_verdict verdict(bool boot_over) const;
+  // One line saying what the records show, for the report.
+  std::string detail(bool boot_over) const;
+
+  const std::string& wall() const { return wall_; }
+  const std::string& trigger() const { return trigger_; }
+  std::int64_t holder_pid() const { return holder_pid_; }
+  std::optional<std::int64_t> unready_us() const { return unready_us_; }
+  std::optional<std::uint64_t> inhibit_delay_max_usec() const { return delay_max_usec_; }
+  // Seconds, when the records hold both ends.
+  std::optional<double> unready_to_signal() const;
+  std::optional<double> signal_to_target_exit() const;
+  std::optional<double> hold() const;  // unready to the holding run's InhibitorReleased
+  // Unready to the holding run's last record: how far into the hold its records go.
+  std::optional<double> records_span() const;
+  // What kubelet's graceful node shutdown was expected to do (the KubeletShutdown record), when
+  // the shim saw kubelet; whether the signal counted was left to kubelet (SignalLeftToKubelet,
+  // with no SignalForwarded after it).
+  const std::string& kubelet() const { return kubelet_; }
+  bool signal_by_kubelet() const { return signal_by_kubelet_; }
+
+ private:
+  std::string wall_;
+  std::string trigger_;
+  std::int64_t holder_pid_ = 0;
+  std::optional<std::uint64_t> delay_max_usec_;
+  bool target_gone_ = false;
+  std::optional<std::int64_t> unready_us_;
+  std::optional<std::int64_t> signal_us_;
+  std::optional<std::int64_t> target_exit_us_;
+  std::optional<std::int64_t> released_us_;
+  std::optional<std::int64_t> last_us_;
+  bool drain_elapsed_ = false;
+  std::optional<std::string> cancel_cause_;
+  std::int64_t restarted_pid_ = 0;  // another run that Started while the hold was open
+  std::string kubelet_;
+  bool signal_by_kubelet_ = false;
+  bool taken_back_ = false;  // the shim's signal after one left to kubelet
+};
+
+}  // namespace shim

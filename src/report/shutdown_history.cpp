@@ -1,0 +1,140 @@
+#include "report/shutdown_history.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <utility>
+
+#include "util/trusted_file.hpp"
+
+namespace shim {
+namespace {
+
+// The two last boots that had a shutdown: the running boot's, if it has one yet (a cancelled
+// shutdown, a restart mid-hold), and the one before it.
+constexpr std::size_t kBootsRead = 2;
+
+std::optional<std::int64_t> clock_of(const event_record& r) {
+  return r.boottime_us ? r.boottime_us : r.monotonic_us;
+}
+
+}  // namespace
+
+shutdown_history::shutdown_history(std::size_t boots, std::string current_boot_id)
+    : keep_(boots), current_boot_id_(std::move(current_boot_id)) {}
+
+bool shutdown_history::starts_new_boot(const event_record& r) const {
+  if (!open_) return true;
+  if (!r.boot_id.empty() && !open_->boot_id.empty()) return r.boot_id != open_->boot_id;
+  const auto clock = clock_of(r);
+  return r.event == "Started" && clock && open_->last_clock && *clock < *open_->last_clock;
+}
+
+void shutdown_history::add(const event_record& r) {
+  if (starts_new_boot(r)) {
+    close_boot();
+    open_.emplace(open_boot{.boot_id = r.boot_id,
+                            .last_clock = std::nullopt,
+                            .shutdown = std::nullopt,
+                            .last_pid = 0,
+                            .last_was_target_exit = false});
+  }
+  open_boot& b = *open_;
+  if (b.boot_id.empty()) b.boot_id = r.boot_id;  // an upgrade within the boot names it
+  if (const auto clock = clock_of(r); clock && (!b.last_clock || *clock > *b.last_clock)) {
+    b.last_clock = clock;
+  }
+
+  if (r.event == "ShutdownInitiated") {
+    // A later shutdown of the same boot (after a cancel, or a restart of the shim) is the one
+    // that ended the boot.
+    b.shutdown.emplace(r, b.last_pid == r.pid && b.last_was_target_exit);
+  } else if (b.shutdown) {
+    b.shutdown->add(r);
+  }
+  b.last_pid = r.pid;
+  b.last_was_target_exit = r.event == "TargetExited";
+}
+
+shutdown_history::boot shutdown_history::finished(const open_boot& b) const {
+  return boot{.boot_id = b.boot_id,
+              .current = !b.boot_id.empty() && b.boot_id == current_boot_id_,
+              .last_shutdown = *b.shutdown,
+              .untrusted = {}};
+}
+
+void shutdown_history::close_boot() {
+  if (!open_) return;
+  if (open_->shutdown && keep_ > 0) {
+    done_.push_back(finished(*open_));
+    if (done_.size() > keep_) done_.pop_front();
+  }
+  open_.reset();
+}
+
+std::vector<shutdown_history::boot> shutdown_history::boots() const {
+  std::vector<boot> out(done_.begin(), done_.end());
+  if (open_ && open_->shutdown && keep_ > 0) {
+    out.push_back(finished(*open_));
+    if (out.size() > keep_) out.erase(out.begin());
+  }
+  return out;
+}
+
+result<shutdown_history::read_result> shutdown_history::read(const std::string& path,
+                                                             std::size_t boots,
+                                                             const std::string& current_boot_id) {
+  shutdown_history history(boots, current_boot_id);
+  event_line_reader reader({.record = [&history](const event_record& r) { history.add(r); }});
+  read_result out;
+  // logrotate renames PATH to PATH.1 and the shim reopens PATH on SIGHUP: PATH.1 is older.
+  for (const std::string& file : {path + ".1", path}) {
+    auto read = reader.read_file(file);
+    if (!read) return result<read_result>::failure(read.error());
+    if (!read.value()) continue;
+    ++out.files_read;
+    if (!out.untrusted.empty()) continue;
+    // Checked apart from the read: an untrusted log is still shown, for what it is worth.
+    const auto trust = open_trusted_file(file, "event log");
+    if (!trust.refusal.empty()) {
+      out.untrusted = trust.refusal;
+    } else if (!trust.fd) {
+      out.untrusted = fmt::format("{}: {}", file, std::strerror(trust.error));
+    }
+  }
+  out.boots = history.boots();
+  if (!out.untrusted.empty()) {
+    out.untrusted = fmt::format("the event log {} is not trusted: {}", path, out.untrusted);
+    for (auto& b : out.boots) b.untrusted = out.untrusted;
+  }
+  out.skipped_lines = reader.skipped_lines();
+  return result<read_result>::success(std::move(out));
+}
+
+std::optional<previous_shutdown> previous_shutdown_in(
+    const std::vector<shutdown_history::boot>& boots) {
+  for (auto it = boots.rbegin(); it != boots.rend(); ++it) {
+    if (it->current) continue;
+    const shutdown_account& s = it->last_shutdown;
+    return previous_shutdown{.boot_id = it->boot_id,
+                             .wall = s.wall(),
+                             .trigger = s.trigger(),
+                             .verdict = it->verdict(),
+                             .detail = it->detail(),
+                             .hold = s.hold(),
+                             .records_span = s.records_span(),
+                             .unready_to_signal = s.unready_to_signal(),
+                             .signal_to_target_exit = s.signal_to_target_exit()};
+  }
+  return std::nullopt;
+}
+
+result<std::optional<previous_shutdown>> read_previous_shutdown(
+    const std::string& event_log, const std::string& current_boot_id) {
+  auto history = shutdown_history::read(event_log, kBootsRead, current_boot_id);
+  if (!history) return result<std::optional<previous_shutdown>>::failure(history.error());
+  return result<std::optional<previous_shutdown>>::success(
+      previous_shutdown_in(history.value().boots));
+}
+
+}  // namespace shim

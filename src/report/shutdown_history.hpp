@@ -1,0 +1,92 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/event_line_reader.hpp"
+#include "report/previous_shutdown.hpp"
+#include "report/shutdown_account.hpp"
+#include "util/result.hpp"
+
+namespace shim {
+
+// The last shutdown of each boot in an event log: records in, in log order, one at a time; only
+// the last `boots` boots that had a shutdown are kept, so memory does not grow with the log.
+//
+// A boot ends where the next record's boot_id differs. A record of an older shim has no boot_id:
+// there a Started whose CLOCK_BOOTTIME is behind the previous record's begins a new boot (only a
+// Started: a ShutdownResumed is stamped back to an earlier run's moment on purpose).
+class shutdown_history {
+ public:
+  struct boot {
+    std::string boot_id;   // empty: the records do not say
+    bool current = false;  // the boot running now
+    shutdown_account last_shutdown;
+    // "the event log PATH is not trusted: why"; empty when it may be
+    std::string untrusted;
+    shutdown_verdict verdict() const {
+      return untrusted.empty() ? last_shutdown.verdict(!current) : shutdown_verdict::untrusted;
+    }
+    std::string detail() const {
+      return untrusted.empty() ? last_shutdown.detail(!current) : untrusted;
+    }
+  };
+
+  // current_boot_id: this boot's id (current_boot_id()); its shutdown may still be under way.
+  shutdown_history(std::size_t boots, std::string current_boot_id);
+
+  void add(const event_record& r);
+
+  // Oldest first; the most recent shutdown last.
+  std::vector<boot> boots() const;
+
+  // Streams PATH.1 (logrotate's previous file, if there is one) then PATH through a new history.
+  // An error names the file that could not be read; no file at all gives an empty history. A file
+  // read that root may not trust (open_trusted_file's rules, as for a pidfile) makes every boot's
+  // verdict `untrusted` (issue 18, item 5).
+  struct read_result {
+    std::vector<boot> boots;
+    std::uint64_t skipped_lines = 0;  // torn or not records
+    std::uint64_t files_read = 0;
+    std::string untrusted;  // why not, naming the file; empty when every file read is trusted
+  };
+  static result<read_result> read(const std::string& path, std::size_t boots,
+                                  const std::string& current_boot_id);
+
+ private:
+  // No default member initializers: clang 14 (the fuzz build) cannot emplace a nested struct
+  // that has them; add() sets every member.
+  struct open_boot {
+    std::string boot_id;
+    std::optional<std::int64_t> last_clock;  // boottime_us, else monotonic_us
+    std::optional<shutdown_account> shutdown;
+    std::int64_t last_pid;
+    bool last_was_target_exit;
+  };
+
+  bool starts_new_boot(const event_record& r) const;
+  void close_boot();
+  boot finished(const open_boot& b) const;
+
+  std::size_t keep_;
+  std::string current_boot_id_;
+  std::optional<open_boot> open_;
+  std::deque<boot> done_;
+};
+
+// The latest of `boots` (oldest first, as shutdown_history gives them) that is not the boot running
+// now; nullopt when there is none.
+std::optional<previous_shutdown> previous_shutdown_in(
+    const std::vector<shutdown_history::boot>& boots);
+
+// The daemon's read at start: streams the event log (and PATH.1) once. current_boot_id:
+// current_boot_id(), never empty (a shim that cannot tell its boot cannot tell an earlier one).
+// One streamed pass over the log, memory bounded (its cost: docs/benchmarks.md).
+result<std::optional<previous_shutdown>> read_previous_shutdown(const std::string& event_log,
+                                                                const std::string& current_boot_id);
+
+}  // namespace shim

@@ -1,0 +1,287 @@
+#include "report/shutdown_report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <optional>
+#include <vector>
+
+#include "config/usage_error.hpp"
+#include "log/log_line.hpp"
+#include "report/boot_journal.hpp"
+#include "report/shutdown_history.hpp"
+
+namespace shim {
+namespace {
+
+constexpr std::size_t kShortBootId = 8;
+constexpr std::size_t kMaxTrigger = 40;
+constexpr std::size_t kMaxDetail = 200;
+// The shim's KubeletShutdown words, the fix in them: at most 1233 bytes (shim_status.cpp).
+constexpr std::size_t kMaxKubelet = 2048;
+
+// "--flag=value" or "--flag value", as the daemon's own flags.
+struct flag_parser {
+  std::span<const std::string_view> args;
+  std::size_t i = 0;
+
+  std::string_view value_of(std::string_view name, std::string_view arg) {
+    if (arg.size() > name.size() && arg[name.size()] == '=') return arg.substr(name.size() + 1);
+    if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
+      throw usage_error(fmt::format("{}: missing value", name));
+    }
+    return args[++i];
+  }
+};
+
+bool is_flag(std::string_view arg, std::string_view name) {
+  return arg == name ||
+         (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=');
+}
+
+std::size_t parse_boots(std::string_view value) {
+  std::size_t n = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || ptr != value.data() + value.size() || n == 0 ||
+      n > report_options::kMaxBoots) {
+    throw usage_error(fmt::format("--boots: {:?} is not a number from 1 to {}", value,
+                                  report_options::kMaxBoots));
+  }
+  return n;
+}
+
+std::string seconds_text(std::optional<double> s) { return s ? fmt::format("{:.1f}s", *s) : "-"; }
+
+std::string json_seconds(std::optional<double> s) { return s ? fmt::format("{:.3f}", *s) : "null"; }
+
+std::string delay_text(std::optional<std::uint64_t> usec) {
+  if (!usec) return "?";
+  if (*usec % 1'000'000 == 0) return fmt::format("{}s", *usec / 1'000'000);
+  return fmt::format("{:.1f}s", static_cast<double>(*usec) / 1e6);
+}
+
+// "2026-11-29T16:36:07.123456Z" -> "2026-11-29 16:36:07Z"; anything else as one short line.
+std::string wall_text(const std::string& wall) {
+  if (wall.size() >= 20 && wall[10] == 'T' && wall.back() == 'Z') {
+    return wall.substr(0, 10) + ' ' + wall.substr(11, 8) + 'Z';
+  }
+  return one_line(wall, 20);
+}
+
+// One boot's row, with the journal's word on a hold cut short.
+struct row {
+  const shutdown_history::boot* boot;
+  shutdown_verdict verdict;
+  std::string cause;  // cut short: logind_timeout, shim_died, unknown
+  std::string verdict_text;
+  std::string detail;
+};
+
+row make_row(const shutdown_history::boot& b, const report_options& options) {
+  row r{&b, b.verdict(), "", std::string(to_string(b.verdict())), b.detail()};
+  if (r.verdict != shutdown_verdict::cut_short) return r;
+  const auto found =
+      find_cut_short_cause(b.boot_id, b.last_shutdown.unready_us(), options.journal_dir);
+  switch (found.what) {
+    case cut_short_cause::kind::no_journal:
+      r.cause = "unknown";
+      r.verdict_text += " (cause unknown: no journal for that boot)";
+      break;
+    case cut_short_cause::kind::logind_timeout:
+      r.cause = "logind_timeout";
+      r.verdict_text += " (logind's InhibitDelayMaxSec ran out)";
+      r.detail += "; journal: " + found.evidence;
+      break;
+    case cut_short_cause::kind::shim_died:
+      r.cause = "shim_died";
+      r.verdict_text += " (SIGKILL or crash: logind did not time out)";
+      break;
+  }
+  return r;
+}
+
+std::string short_boot(const shutdown_history::boot& b) {
+  std::string id = b.boot_id.empty() ? "?" : b.boot_id.substr(0, kShortBootId);
+  if (b.current) id += '*';
+  return id;
+}
+
+std::string render_table(const std::vector<row>& rows) {
+  std::vector<std::array<std::string, 8>> cells;
+  cells.push_back({"BOOT", "SHUTDOWN AT (UTC)", "TRIGGER", "UNREADY>SIGNAL", "SIGNAL>EXIT", "HOLD",
+                   "LOGIND MAX", "VERDICT"});
+  bool any_current = false;
+  for (const row& r : rows) {
+    const shutdown_account& s = r.boot->last_shutdown;
+    any_current = any_current || r.boot->current;
+    // A hold that was never released lasted at least as long as its records go.
+    const std::string hold = s.hold()           ? seconds_text(s.hold())
+                             : s.records_span() ? ">=" + seconds_text(s.records_span())
+                                                : "-";
+    cells.push_back({short_boot(*r.boot), wall_text(s.wall()), one_line(s.trigger(), kMaxTrigger),
+                     seconds_text(s.unready_to_signal()), seconds_text(s.signal_to_target_exit()),
+                     hold, delay_text(s.inhibit_delay_max_usec()), r.verdict_text});
+  }
+  std::array<std::size_t, 8> width{};
+  for (const auto& line : cells) {
+    for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  }
+  std::string out;
+  for (const auto& line : cells) {
+    std::string text;
+    for (std::size_t c = 0; c < line.size(); ++c) {
+      text += line[c];
+      if (c + 1 < line.size()) text.append(width[c] - line[c].size() + 2, ' ');
+    }
+    out += text + '\n';
+  }
+  for (const row& r : rows) {
+    // An untrusted log is said once, in the note.
+    if (r.verdict != shutdown_verdict::clean && r.verdict != shutdown_verdict::untrusted) {
+      out += fmt::format("{}: {}\n", short_boot(*r.boot), one_line(r.detail, kMaxDetail));
+    }
+    // What kubelet was expected to do, in full: its fix is in it.
+    if (const auto& kubelet = r.boot->last_shutdown.kubelet(); !kubelet.empty()) {
+      out += fmt::format("{}: kubelet: {}\n", short_boot(*r.boot), one_line(kubelet, kMaxKubelet));
+    }
+  }
+  if (any_current) out += "* this boot\n";
+  return out;
+}
+
+std::string render_json(const std::vector<row>& rows) {
+  std::string out;
+  for (const row& r : rows) {
+    const shutdown_account& s = r.boot->last_shutdown;
+    std::string line = "{";
+    append_json_string(line, "boot_id", r.boot->boot_id);
+    line += fmt::format(",\"current_boot\":{},", r.boot->current);
+    append_json_string(line, "wall", s.wall());
+    line += ',';
+    append_json_string(line, "trigger", s.trigger());
+    line += fmt::format(
+        ",\"unready_to_signal_seconds\":{},\"signal_to_target_exit_seconds\":{},"
+        "\"hold_seconds\":{},\"records_span_seconds\":{},\"inhibit_delay_max_seconds\":{},",
+        json_seconds(s.unready_to_signal()), json_seconds(s.signal_to_target_exit()),
+        json_seconds(s.hold()), json_seconds(s.records_span()),
+        s.inhibit_delay_max_usec()
+            ? json_seconds(static_cast<double>(*s.inhibit_delay_max_usec()) / 1e6)
+            : "null");
+    append_json_string(line, "verdict", to_string(r.verdict));
+    if (!r.cause.empty()) {
+      line += ',';
+      append_json_string(line, "cut_short_cause", r.cause);
+    }
+    line += fmt::format(",\"signal_by\":{},", !s.unready_to_signal()  ? "null"
+                                              : s.signal_by_kubelet() ? "\"kubelet\""
+                                                                      : "\"shim\"");
+    if (!s.kubelet().empty()) {
+      append_json_string(line, "kubelet", s.kubelet());
+      line += ',';
+    }
+    append_json_string(line, "detail", r.detail);
+    line += "}\n";
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace
+
+report_options parse_report_flags(std::span<const std::string_view> args) {
+  report_options options;
+  flag_parser p{args};
+  bool seen_log = false, seen_boots = false, seen_journal = false;
+  const auto once = [](bool& seen, std::string_view name) {
+    if (seen) throw usage_error(fmt::format("{}: given more than once", name));
+    seen = true;
+  };
+  for (; p.i < args.size(); ++p.i) {
+    const std::string_view arg = args[p.i];
+    if (arg == "--help" || arg == "-h") {
+      options.help = true;
+      return options;
+    }
+    if (arg == "--json") {
+      options.json = true;
+    } else if (is_flag(arg, "--event-log")) {
+      once(seen_log, "--event-log");
+      options.event_log = p.value_of("--event-log", arg);
+      if (options.event_log.empty()) throw usage_error("--event-log: empty path");
+    } else if (is_flag(arg, "--boots")) {
+      once(seen_boots, "--boots");
+      options.boots = parse_boots(p.value_of("--boots", arg));
+    } else if (is_flag(arg, "--journal-dir")) {
+      once(seen_journal, "--journal-dir");
+      options.journal_dir = p.value_of("--journal-dir", arg);
+    } else {
+      // Quoted, so that a control character in it cannot make the message two lines.
+      throw usage_error(fmt::format("report: unknown argument {:?}", arg));
+    }
+  }
+  return options;
+}
+
+std::string report_usage_text() {
+  return fmt::format(
+      "usage: shutdown-shim report [--event-log=PATH] [--boots=N] [--json] [--journal-dir=DIR]\n"
+      "\n"
+      "What became of the shutdown of each of the last N boots that had one, from the event log:\n"
+      "when and why it began, unready to signal, signal to the target's exit, how long the reboot\n"
+      "was held, logind's InhibitDelayMaxSec as the shim saw it, and a verdict: clean, cut short,\n"
+      "no signal, not forwarded, cancelled (or in progress, this boot). For a hold cut short, the\n"
+      "journal of that boot says whether logind's timeout or a SIGKILL or crash ended it. A log\n"
+      "that a user other than root may write (the file, its directory or one above) can say\n"
+      "anything: then every verdict is untrusted.\n"
+      "\n"
+      "  --event-log=PATH   the shim's --event-log; PATH.1 (rotated) is read first if it exists\n"
+      "                     (default: {}, as the systemd unit\n"
+      "                     and the Kubernetes manifests write it)\n"
+      "  --boots=N          the last N boots that had a shutdown (default {})\n"
+      "  --json             one JSON object per boot and line instead of the table\n"
+      "  --journal-dir=DIR  read the journal from DIR (e.g. another node's /var/log/journal)\n"
+      "                     instead of the local one\n"
+      "\n"
+      "Exit status: 0 the most recent shutdown was clean; 1 it was not (or is still under way, or\n"
+      "the log is untrusted); 2 usage error; 3 no shutdown on record; 4 the event log could not\n"
+      "be read.\n",
+      report_options::kDefaultEventLog, report_options::kDefaultBoots);
+}
+
+report make_report(const report_options& options, const std::string& current_boot_id) {
+  report out;
+  auto read = shutdown_history::read(options.event_log, options.boots, current_boot_id);
+  if (!read) {
+    out.result = report::outcome::unreadable;
+    out.note = "cannot read the event log: " + read.error();
+    return out;
+  }
+  const auto& history = read.value();
+  if (history.skipped_lines > 0) {
+    out.note = fmt::format("skipped {} line(s) of {} that are not event records (torn or not JSON)",
+                           history.skipped_lines, options.event_log);
+  }
+  if (history.files_read == 0) {
+    out.note = fmt::format("no event log at {} (nor {}.1)", options.event_log, options.event_log);
+  }
+  if (!history.untrusted.empty()) {
+    out.note = history.untrusted + "; every verdict below is untrusted" +
+               (out.note.empty() ? "" : "; " + out.note);
+  }
+  if (history.boots.empty()) {
+    out.result = report::outcome::no_shutdown;
+    if (out.note.empty()) out.note = "no shutdown on record in " + options.event_log;
+    return out;
+  }
+  std::vector<row> rows;
+  rows.reserve(history.boots.size());
+  for (const auto& b : history.boots) rows.push_back(make_row(b, options));
+  out.out = options.json ? render_json(rows) : render_table(rows);
+  out.result = rows.back().verdict == shutdown_verdict::clean ? report::outcome::clean
+                                                              : report::outcome::not_clean;
+  return out;
+}
+
+}  // namespace shim
