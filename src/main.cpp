@@ -81,8 +81,8 @@ int main(int argc, char** argv) {
   // The loop before the logger, which waits on it for stderr to become writable.
   boost::asio::io_context io(1);
   auto log = shim::logger::for_stderr(cfg.format);
-  if (auto problem = shim::check_target_at_start(cfg.target)) {
-    log.error(*problem);
+  if (auto checked = shim::check_target_at_start(cfg.target); !checked) {
+    log.error(checked.error());
     return kExitFailure;
   }
   try {

@@ -5,6 +5,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <stdexcept>
 #include <vector>
 
 #include "report/shutdown_history.hpp"
@@ -101,14 +102,18 @@ void shutdown_shim::start() {
   if (cfg_.upstream.enabled()) start_upstream();
   kubelet_.start();
 
+  // At start-up a command that cannot be started ends the shim (main() logs it, exit 1).
+  const auto start_child = [this] {
+    if (auto started = target_.start_child(); !started) throw std::runtime_error(started.error());
+  };
   if (cfg_.inhibit == inhibit_mode::off) {
-    target_.start_child();
+    start_child();
     on_first_attempt(result<>::success());
     return;
   }
   // With --inhibit=required the command starts only once the lock is held, so that a failed start
   // leaves nothing running.
-  if (cfg_.inhibit == inhibit_mode::automatic) target_.start_child();
+  if (cfg_.inhibit == inhibit_mode::automatic) start_child();
   start_bus();
 }
 
@@ -227,9 +232,14 @@ void shutdown_shim::on_first_attempt(const result<>& outcome) {
   if (!outcome && cfg_.inhibit == inhibit_mode::required) {
     return finish({shim_outcome::kind::inhibit_failed, 0, outcome.error()});
   }
-  // A stop that came while the lock was being taken: the command is not started at all.
+  // A stop that came while the lock was being taken: the command is not started at all. On the
+  // loop a failed start is logged (as run() logged it when it was thrown), and READY=1 is not sent.
   if (cfg_.inhibit == inhibit_mode::required && !runner_.sequence().draining()) {
-    target_.start_child();
+    if (auto started = target_.start_child(); !started) {
+      log_.error("a handler on the event loop failed; the loop goes on",
+                 {{"error", started.error()}});
+      return;
+    }
   }
   if (!ready_notified_) {
     ready_notified_ = true;
@@ -358,7 +368,9 @@ void shutdown_shim::request_exit() {
 }
 
 void shutdown_shim::ask_system_state() {
-  logind_->ask_system_state([this](const std::string& state) {
+  logind_->ask_system_state([this](const result<std::string>& read) {
+    if (!read) log_.warning("could not read PID 1's SystemState", {{"error", read.error()}});
+    const std::string state = read ? read.value() : "unknown";
     runner_.feed([now = clock::now(), state](seq& s) {
       return s.system_state(now, state == "stopping", state);
     });

@@ -175,8 +175,8 @@ int event_recorder::append(std::string_view line) noexcept {
   return 0;
 }
 
-bool event_recorder::reopen() noexcept {
-  if (path_.empty()) return true;
+result<> event_recorder::reopen() noexcept {
+  if (path_.empty()) return result<>::success();
   try {
     unique_fd fresh = open_event_log(path_);
     // The same file again (no rotation happened): a torn end is still there.
@@ -185,14 +185,16 @@ bool event_recorder::reopen() noexcept {
     // The new file starts with the reason it exists, so that its first line joins it to the
     // rotated one.
     record(event_kind::EventLogReopened, "SIGHUP", "opened the event log again", {{"path", path_}});
-    return true;
+    return result<>::success();
   } catch (const std::exception& e) {
     try {
       log_.warning("cannot reopen the event log; still writing to the old file",
                    {{"path", path_}, {"error", e.what()}});
+      return result<>::failure(e.what());
     } catch (...) {
+      // No memory even for the text: still a failure, with none.
+      return result<>::failure({});
     }
-    return false;
   }
 }
 

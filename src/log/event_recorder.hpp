@@ -10,6 +10,7 @@
 #include "log/event_kind.hpp"
 #include "log/log_line.hpp"
 #include "log/logger.hpp"
+#include "util/result.hpp"
 #include "util/unique_fd.hpp"
 
 namespace shim {
@@ -42,8 +43,8 @@ class event_recorder {
               std::optional<std::chrono::steady_clock::time_point> at = std::nullopt) noexcept;
 
   // Opens the path again, for logrotate's "rename, then SIGHUP". If that fails, keeps writing to
-  // the file it had, logs why, and returns false.
-  bool reopen() noexcept;
+  // the file it had, logs why, and returns why as the failure.
+  result<> reopen() noexcept;
 
   // Records that could not be written since the start (for a metric).
   std::uint64_t failed_records() const { return failed_; }

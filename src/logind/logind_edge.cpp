@@ -82,11 +82,8 @@ void logind_edge::start() {
   bus_->start();
 }
 
-void logind_edge::ask_system_state(std::function<void(const std::string& state)> done) {
-  manager_->system_state([this, done = std::move(done)](const result<std::string>& state) {
-    if (!state) log_.warning("could not read PID 1's SystemState", {{"error", state.error()}});
-    done(state ? state.value() : "unknown");
-  });
+void logind_edge::ask_system_state(std::function<void(const result<std::string>& state)> done) {
+  manager_->system_state(std::move(done));
 }
 
 void logind_edge::on_lost(const std::string& why) {

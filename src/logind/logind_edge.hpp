@@ -44,8 +44,8 @@ class logind_edge {
 
   void start();
 
-  // PID 1's SystemState, "unknown" when it cannot be read (logged).
-  void ask_system_state(std::function<void(const std::string& state)> done);
+  // PID 1's SystemState ("running", "stopping", ...), or why it could not be read; from the loop.
+  void ask_system_state(std::function<void(const result<std::string>& state)> done);
   // Closes the lock (the shutdown goes on), or takes it again after a cancel.
   void release() { inhibitor_->release(); }
   void retake() { inhibitor_->retake(); }

@@ -137,13 +137,14 @@ child_process::child_process(boost::asio::io_context& io, const std::vector<std:
 // The pidfd closes with pidfd_; the child is left running: the daemon decides its fate.
 child_process::~child_process() = default;
 
-bool child_process::send_signal(int signal) {
-  if (exit_code_ || !pidfd_.is_open()) return false;
+result<bool> child_process::send_signal(int signal) {
+  if (exit_code_ || !pidfd_.is_open()) return result<bool>::success(false);
   if (::syscall(SYS_pidfd_send_signal, pidfd_.native_handle(), signal, nullptr, 0) == 0) {
-    return true;
+    return result<bool>::success(true);
   }
-  if (errno == ESRCH) return false;
-  throw_errno(errno, fmt::format("send signal {} to PID {}", signal, pid_));
+  if (errno == ESRCH) return result<bool>::success(false);
+  return result<bool>::failure(
+      errno_text(errno, fmt::format("send signal {} to PID {}", signal, pid_)));
 }
 
 void child_process::on_exit(std::function<void(int exit_code)> handler) {

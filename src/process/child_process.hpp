@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "util/result.hpp"
 #include "util/unique_fd.hpp"
 
 namespace shim {
@@ -30,8 +31,9 @@ class child_process {
   // The shell convention: the exit status, or 128 + signal number when killed by a signal.
   std::optional<int> exit_code() const { return exit_code_; }
 
-  // Through the pidfd. false when the child has already exited.
-  bool send_signal(int signal);
+  // Through the pidfd. false when the child has already exited; a failure on other errors
+  // (EINVAL, EPERM).
+  result<bool> send_signal(int signal);
 
   // Called once, from the io_context, when the child has exited and been reaped.
   void on_exit(std::function<void(int exit_code)> handler);

@@ -192,19 +192,23 @@ resolved_target resolve_name(const std::string& proc_root, const std::string& na
 
 }  // namespace
 
-std::optional<process_handle> process_handle::open(pid_t pid) {
+result<std::optional<process_handle>> process_handle::open(pid_t pid) {
+  using opened = result<std::optional<process_handle>>;
   const long fd = ::syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) {
-    if (errno == ESRCH) return std::nullopt;
-    throw_errno(errno, fmt::format("pidfd_open PID {}", pid));
+    if (errno == ESRCH) return opened::success(std::nullopt);
+    return opened::failure(errno_text(errno, fmt::format("pidfd_open PID {}", pid)));
   }
-  return process_handle(pid, unique_fd(static_cast<int>(fd)));
+  return opened::success(process_handle(pid, unique_fd(static_cast<int>(fd))));
 }
 
-bool process_handle::send_signal(int signal) const {
-  if (::syscall(SYS_pidfd_send_signal, fd_.get(), signal, nullptr, 0) == 0) return true;
-  if (errno == ESRCH) return false;
-  throw_errno(errno, fmt::format("send signal {} to PID {}", signal, pid_));
+result<bool> process_handle::send_signal(int signal) const {
+  if (::syscall(SYS_pidfd_send_signal, fd_.get(), signal, nullptr, 0) == 0) {
+    return result<bool>::success(true);
+  }
+  if (errno == ESRCH) return result<bool>::success(false);
+  return result<bool>::failure(
+      errno_text(errno, fmt::format("send signal {} to PID {}", signal, pid_)));
 }
 
 resolved_target resolve_target(const target_spec& spec, const std::string& proc_root) {
@@ -215,36 +219,38 @@ resolved_target resolve_target(const target_spec& spec, const std::string& proc_
   return {{}, "no target configured"};
 }
 
-std::optional<std::string> check_target_at_start(const target_spec& spec) {
+result<> check_target_at_start(const target_spec& spec) {
   if (spec.pid) {
     if (auto why = forbidden_target(*spec.pid); !why.empty()) {
-      return fmt::format("--target-pid={}: {}", *spec.pid, why);
+      return result<>::failure(fmt::format("--target-pid={}: {}", *spec.pid, why));
     }
   }
   if (!spec.pidfile.empty()) {
     const auto file = open_trusted_file(spec.pidfile, "pidfile");
     if (!file.refusal.empty()) {
-      return fmt::format("--target-pidfile={} is not trusted: {}", spec.pidfile, file.refusal);
+      return result<>::failure(
+          fmt::format("--target-pidfile={} is not trusted: {}", spec.pidfile, file.refusal));
     }
     // A pidfile that does not exist yet is normal: the target writes it once it runs.
     if (!file.fd && file.error != ENOENT) {
-      return fmt::format("--target-pidfile={}: {}", spec.pidfile, std::strerror(file.error));
+      return result<>::failure(
+          fmt::format("--target-pidfile={}: {}", spec.pidfile, std::strerror(file.error)));
     }
   }
-  return std::nullopt;
+  return result<>::success();
 }
 
-void exit_watcher::watch(process_handle process, std::function<void(pid_t)> on_exit) {
+result<> exit_watcher::watch(process_handle process, std::function<void(pid_t)> on_exit) {
   const pid_t pid = process.pid();
   unique_fd fd = process.release_fd();
-  if (!fd) throw_errno(EBADF, fmt::format("watch PID {}", pid));
+  if (!fd) return result<>::failure(errno_text(EBADF, fmt::format("watch PID {}", pid)));
   watched_.emplace_back(io_);
   const auto it = std::prev(watched_.end());
   boost::system::error_code error;
   it->assign(fd.get(), error);
   if (error) {
     watched_.erase(it);
-    throw_errno(error.value(), fmt::format("watch PID {}", pid));
+    return result<>::failure(errno_text(error.value(), fmt::format("watch PID {}", pid)));
   }
   fd.release();
   // A pidfd becomes readable once the process has exited (zombie or reaped).
@@ -259,6 +265,7 @@ void exit_watcher::watch(process_handle process, std::function<void(pid_t)> on_e
         // Last, so that the handler may watch(), clear() or even destroy the watcher.
         if (handler) handler(pid);
       });
+  return result<>::success();
 }
 
 void exit_watcher::clear() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/target_spec.hpp"
+#include "util/result.hpp"
 #include "util/unique_fd.hpp"
 
 namespace shim {
@@ -19,16 +20,16 @@ namespace shim {
 // hit a process that reused the PID.
 class process_handle {
  public:
-  // nullopt when no such process exists (ESRCH). Throws std::system_error on other errors.
-  static std::optional<process_handle> open(pid_t pid);
+  // nullopt when no such process exists (ESRCH); a failure on other errors (EMFILE, EINVAL).
+  static result<std::optional<process_handle>> open(pid_t pid);
   process_handle(pid_t pid, unique_fd pidfd) : pid_(pid), fd_(std::move(pidfd)) {}
 
   pid_t pid() const { return pid_; }
   int fd() const { return fd_.get(); }
   unique_fd release_fd() { return std::move(fd_); }
 
-  // false when the process has already exited. Throws std::system_error on other errors.
-  bool send_signal(int signal) const;
+  // false when the process has already exited; a failure on other errors (EINVAL, EPERM).
+  result<bool> send_signal(int signal) const;
 
  private:
   pid_t pid_;
@@ -46,16 +47,17 @@ struct resolved_target {
 resolved_target resolve_target(const target_spec& spec, const std::string& proc_root = "/proc");
 
 // What main() checks before the shim starts: a pidfile that exists now and may not be trusted, a
-// path to it that cannot be walked, or --target-pid naming the shim or its parent. nullopt when
-// all is well; otherwise one line naming the file or PID and the reason (main() exits 1).
-std::optional<std::string> check_target_at_start(const target_spec& spec);
+// path to it that cannot be walked, or --target-pid naming the shim or its parent. A failure is
+// one line naming the file or PID and the reason (main() logs it and exits 1).
+result<> check_target_at_start(const target_spec& spec);
 
 // Watches processes for exit through their pidfds on the io_context; no polling.
 class exit_watcher {
  public:
   explicit exit_watcher(boost::asio::io_context& io) : io_(io) {}
-  // Calls on_exit(pid) once when that process has exited. Takes ownership of the pidfd.
-  void watch(process_handle process, std::function<void(pid_t)> on_exit);
+  // Calls on_exit(pid) once when that process has exited. Takes ownership of the pidfd (closed
+  // at once on a failure: a handle without a pidfd, or one the io_context cannot watch).
+  result<> watch(process_handle process, std::function<void(pid_t)> on_exit);
   std::size_t watching() const { return watched_.size(); }
   void clear();
 

@@ -51,6 +51,12 @@ std::string describe_exit_code(int code) {
 
 std::string wall_now() { return format_wall_time(std::chrono::system_clock::now()); }
 
+// A failure on the loop with no line of its own is logged as shutdown_shim::run() logged it when
+// it was still thrown into the loop; the handler then goes on, and so does the rest of its batch.
+void log_loop_failure(logger& log, const std::string& error) {
+  log.error("a handler on the event loop failed; the loop goes on", {{"error", error}});
+}
+
 }  // namespace
 
 std::string describe_target(const target_spec& t) {
@@ -102,9 +108,13 @@ void target_watch::start() {
   if (attach()) search();
 }
 
-void target_watch::start_child() {
-  if (!cfg_.target.wrapper() || child_) return;
-  child_ = std::make_unique<child_process>(io_, cfg_.target.command);
+result<> target_watch::start_child() {
+  if (!cfg_.target.wrapper() || child_) return result<>::success();
+  try {
+    child_ = std::make_unique<child_process>(io_, cfg_.target.command);
+  } catch (const std::system_error& e) {
+    return result<>::failure(e.what());
+  }
   log_.info("started the command",
             {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
   child_->on_exit([this](int code) { on_child_exit(code); });
@@ -114,6 +124,7 @@ void target_watch::start_child() {
                  "the target is running: " + status_.target.detail,
                  {{"target_pid", std::to_string(child_->pid())}});
   on_.changed();
+  return result<>::success();
 }
 
 void target_watch::stop() {
@@ -124,7 +135,7 @@ void target_watch::stop() {
 bool target_watch::pass_on(int signal) {
   if (!child_ || !child_->running()) return false;
   log_.info("passing a signal on to the child", {{"signal", signal_name(signal)}});
-  child_->send_signal(signal);
+  if (auto sent = child_->send_signal(signal); !sent) log_loop_failure(log_, sent.error());
   return true;
 }
 
@@ -138,10 +149,17 @@ std::optional<target_watch::resumed> target_watch::resume() {
               .cause = shutdown_.cause};
   for (const auto& s : shutdown_.signalled) {
     if (identify_process(s.process.pid) != s.process) continue;
-    if (auto process = process_handle::open(s.process.pid)) {
+    auto process = process_handle::open(s.process.pid);
+    if (!process) {
+      log_loop_failure(log_, process.error());
+      continue;
+    }
+    if (process.value()) {
       out.running = true;
       out.left_to_kubelet = out.left_to_kubelet || s.left_to_kubelet;
-      watch_signalled(std::move(*process));
+      if (auto watched = watch_signalled(std::move(*process.value())); !watched) {
+        log_loop_failure(log_, watched.error());
+      }
     }
   }
   // None of the processes it signalled runs, but a target does: a new shutdown, with a target
@@ -192,7 +210,9 @@ void target_watch::signal_child() {
     log_.notice("the child already had its signal; not sending another");
     return;
   }
-  if (!child_->send_signal(cfg_.signal)) return on_.missed("the child has already exited");
+  const auto sent = child_->send_signal(cfg_.signal);
+  if (!sent) return log_loop_failure(log_, sent.error());
+  if (!sent.value()) return on_.missed("the child has already exited");
   child_signalled_ = true;
   status_.target.running = false;
   status_.target.detail = fmt::format("{} (pid {}) had {} at {} ({})", child_name(), child_->pid(),
@@ -223,45 +243,54 @@ void target_watch::signal_attached(signal_sender sender) {
           {{"pid", std::to_string(pid)}});
       continue;
     }
-    try {
-      auto process = process_handle::open(pid);
-      if (!process || !identity) continue;
-      // Recorded before it is sent: a crash in between loses a signal rather than sending two.
-      const auto now_us = monotonic_us(clock::now());
-      if (taken_back) {
-        had->left_to_kubelet = false;
-        had->signalled_us = now_us;
-      } else {
-        shutdown_.signalled.push_back({*identity, now_us, cfg_.signal, by_kubelet});
+    const auto failed = [&](const std::string& error) {
+      log_.error("could not signal the target", {{"pid", std::to_string(pid)}, {"error", error}});
+    };
+    auto opened = process_handle::open(pid);
+    if (!opened) {
+      failed(opened.error());
+      continue;
+    }
+    auto& process = opened.value();
+    if (!process || !identity) continue;
+    // Recorded before it is sent: a crash in between loses a signal rather than sending two.
+    const auto now_us = monotonic_us(clock::now());
+    if (taken_back) {
+      had->left_to_kubelet = false;
+      had->signalled_us = now_us;
+    } else {
+      shutdown_.signalled.push_back({*identity, now_us, cfg_.signal, by_kubelet});
+    }
+    save_record();
+    if (by_kubelet) {
+      const auto& plan = status_.kubelet.plan();
+      log_fields fields{{"target_pid", std::to_string(pid)}};
+      for (auto& f : status_.kubelet.window_fields()) fields.push_back(std::move(f));
+      events_.record(event_kind::SignalLeftToKubelet, status_.drain_cause,
+                     fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
+                                 "counts kubelet's as the one",
+                                 describe_target(cfg_.target), plan ? plan->sigterm_window() : "?"),
+                     fields);
+    } else {
+      const auto delivered = process->send_signal(cfg_.signal);
+      if (!delivered) {
+        failed(delivered.error());
+        continue;
       }
-      save_record();
-      if (by_kubelet) {
-        const auto& plan = status_.kubelet.plan();
-        log_fields fields{{"target_pid", std::to_string(pid)}};
-        for (auto& f : status_.kubelet.window_fields()) fields.push_back(std::move(f));
-        events_.record(
-            event_kind::SignalLeftToKubelet, status_.drain_cause,
-            fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
-                        "counts kubelet's as the one",
-                        describe_target(cfg_.target), plan ? plan->sigterm_window() : "?"),
-            fields);
-      } else {
-        if (!process->send_signal(cfg_.signal)) continue;
-        ++status_.signals_forwarded;
-        log_fields fields{{"target_pid", std::to_string(pid)}, {"signal", sig}};
-        if (taken_back) fields.emplace_back("instead_of", "kubelet");
-        events_.record(
-            event_kind::SignalForwarded, status_.drain_cause,
-            fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
-                        taken_back ? ": kubelet's lock went away before it had exited" : ""),
-            fields);
-      }
-      ++sent;
-      // One left to kubelet is watched since it was counted.
-      if (!taken_back) watch_signalled(std::move(*process));
-    } catch (const std::system_error& e) {
-      log_.error("could not signal the target",
-                 {{"pid", std::to_string(pid)}, {"error", e.what()}});
+      if (!delivered.value()) continue;
+      ++status_.signals_forwarded;
+      log_fields fields{{"target_pid", std::to_string(pid)}, {"signal", sig}};
+      if (taken_back) fields.emplace_back("instead_of", "kubelet");
+      events_.record(
+          event_kind::SignalForwarded, status_.drain_cause,
+          fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
+                      taken_back ? ": kubelet's lock went away before it had exited" : ""),
+          fields);
+    }
+    ++sent;
+    // One left to kubelet is watched since it was counted.
+    if (!taken_back) {
+      if (auto watched = watch_signalled(std::move(*process)); !watched) failed(watched.error());
     }
   }
   if (sent > 0) after_signal();
@@ -274,9 +303,9 @@ void target_watch::signal_attached(signal_sender sender) {
   }
 }
 
-void target_watch::watch_signalled(process_handle process) {
+result<> target_watch::watch_signalled(process_handle process) {
   signalled_.insert(process.pid());
-  watcher_.watch(std::move(process), [this](pid_t gone) {
+  return watcher_.watch(std::move(process), [this](pid_t gone) {
     signalled_.erase(gone);
     events_.record(event_kind::TargetExited, "pidfd", "the target exited",
                    {{"target_pid", std::to_string(gone)}});
@@ -328,11 +357,12 @@ void target_watch::search() {
   const auto found = resolve_target(cfg_.target);
   for (pid_t pid : found.pids) {
     if (present_.count(pid) || signalled_.count(pid)) continue;
-    try {
-      if (auto process = process_handle::open(pid)) watch_present(std::move(*process));
-    } catch (const std::system_error& e) {
+    auto process = process_handle::open(pid);
+    auto watched = process ? result<>::success() : result<>::failure(process.error());
+    if (process && process.value()) watched = watch_present(std::move(*process.value()));
+    if (!watched) {
       log_.warning("could not watch the target",
-                   {{"pid", std::to_string(pid)}, {"error", e.what()}});
+                   {{"pid", std::to_string(pid)}, {"error", watched.error()}});
     }
   }
   if (target_counts()) return target_found();
@@ -345,14 +375,14 @@ void target_watch::search() {
   arm_search(backoff_.next());
 }
 
-void target_watch::watch_present(process_handle process) {
+result<> target_watch::watch_present(process_handle process) {
   const pid_t pid = process.pid();
   // After pidfd_open: if the PID was reused in between, the pidfd's process has exited and its
   // watch fires at once, taking this entry away.
   const auto identity = identify_process(pid);
-  if (!identity) return;
+  if (!identity) return result<>::success();
   present_[pid] = {*identity, process_name(pid)};
-  watcher_.watch(std::move(process), [this](pid_t gone) { on_present_exit(gone); });
+  return watcher_.watch(std::move(process), [this](pid_t gone) { on_present_exit(gone); });
 }
 
 void target_watch::target_found() {

@@ -22,6 +22,7 @@
 #include "process/signal_record.hpp"
 #include "process/target.hpp"
 #include "util/backoff.hpp"
+#include "util/result.hpp"
 
 namespace shim {
 
@@ -61,8 +62,9 @@ class target_watch {
   // Reads the record of signalled processes, then (attach mode) starts looking for the target:
   // what the record says was signalled never counts as the target.
   void start();
-  // Wrapper mode: starts the command, once.
-  void start_child();
+  // Wrapper mode: starts the command, once. A failure is child_process's error (fork, exec): a
+  // caller at start-up throws it on, one on the loop logs it.
+  result<> start_child();
   void stop();
 
   // The shutdown is under way according to the record of an earlier run (start() read it).
@@ -85,7 +87,7 @@ class target_watch {
   const std::set<pid_t>& signalled() const { return signalled_; }
   // Wrapper mode: the child, once started.
   const child_process* child() const { return child_.get(); }
-  // Passes a signal on to a running child; false when there is none.
+  // Passes a signal on to a running child (a failure to send is logged); false when there is none.
   bool pass_on(int signal);
   // As PID 1: reaps the orphans that SIGCHLD announces.
   void reap_orphans();
@@ -97,10 +99,10 @@ class target_watch {
   bool target_counts() const;
   void signal_child();
   void signal_attached(signal_sender sender);
-  void watch_signalled(process_handle process);
+  result<> watch_signalled(process_handle process);
   void arm_search(backoff::duration delay);
   void search();
-  void watch_present(process_handle process);
+  result<> watch_present(process_handle process);
   void target_found();
   void on_present_exit(pid_t pid);
   void after_signal();

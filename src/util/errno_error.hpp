@@ -12,6 +12,12 @@ namespace shim {
   throw std::system_error(error < 0 ? -error : error, std::generic_category(), context);
 }
 
+// The same failure as a result's one-line error text, for code on the loop: exactly the what()
+// that throw_errno's exception would carry ("pidfd_open PID 812: Too many open files").
+inline std::string errno_text(int error, const std::string& context) {
+  return std::system_error(error < 0 ? -error : error, std::generic_category(), context).what();
+}
+
 // For sd-bus and other calls that return a negative errno on failure.
 inline int check_negative_errno(int r, const std::string& context) {
   if (r < 0) throw_errno(r, context);

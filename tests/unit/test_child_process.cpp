@@ -57,6 +57,16 @@ class child_guard {
   pid_t pid_;
 };
 
+// send_signal's answer: whether the signal went out. A failure (not "already exited") fails the
+// test.
+bool delivered(const result<bool>& sent) {
+  if (!sent) {
+    ADD_FAILURE() << sent.error();
+    return false;
+  }
+  return sent.value();
+}
+
 // No child of this process is left, exited or not.
 bool no_children_left() {
   siginfo_t info{};
@@ -97,23 +107,23 @@ TEST(ChildProcess, RunsUntilItExits) {
   EXPECT_EQ(calls, 0);
   EXPECT_TRUE(child.running());
   EXPECT_EQ(child.exit_code(), std::nullopt);
-  EXPECT_TRUE(child.send_signal(0));
+  EXPECT_TRUE(delivered(child.send_signal(0)));
 }
 
 TEST(ChildProcess, KilledBySigkillIs137) {
   boost::asio::io_context io;
   child_process child(io, {"sleep", "30"});
   child_guard guard(child.pid());
-  EXPECT_TRUE(child.send_signal(SIGKILL));
+  EXPECT_TRUE(delivered(child.send_signal(SIGKILL)));
   EXPECT_EQ(run_until_exit(io, child), std::vector<int>{137});
-  EXPECT_FALSE(child.send_signal(SIGKILL));  // exited: nothing to signal
+  EXPECT_FALSE(delivered(child.send_signal(SIGKILL)));  // exited: nothing to signal
 }
 
 TEST(ChildProcess, KilledBySigtermIs143) {
   boost::asio::io_context io;
   child_process child(io, {"sleep", "30"});
   child_guard guard(child.pid());
-  EXPECT_TRUE(child.send_signal(SIGTERM));
+  EXPECT_TRUE(delivered(child.send_signal(SIGTERM)));
   EXPECT_EQ(run_until_exit(io, child), std::vector<int>{143});
 }
 
@@ -218,9 +228,9 @@ TEST(ChildProcess, SignalMaskAndDispositionsAreReset) {
   EXPECT_EQ(status_mask(by_term.pid(), "SigIgn"), 0u);
 
   // ...and they work: both signals kill, neither is held back nor ignored.
-  EXPECT_TRUE(by_term.send_signal(SIGTERM));
+  EXPECT_TRUE(delivered(by_term.send_signal(SIGTERM)));
   EXPECT_EQ(run_until_exit(io, by_term), std::vector<int>{128 + SIGTERM});
-  EXPECT_TRUE(by_usr1.send_signal(SIGUSR1));
+  EXPECT_TRUE(delivered(by_usr1.send_signal(SIGUSR1)));
   EXPECT_EQ(run_until_exit(io, by_usr1), std::vector<int>{128 + SIGUSR1});
 }
 
@@ -314,7 +324,7 @@ TEST(ChildProcess, ReapAllCollectsOthersAndDeliversOwnStatusOnce) {
 
   std::vector<int> codes;
   child.on_exit([&](int code) { codes.push_back(code); });
-  ASSERT_TRUE(child.send_signal(SIGTERM));
+  ASSERT_TRUE(delivered(child.send_signal(SIGTERM)));
   wait_exited(child.pid());
   wait_exited(extra);
 
@@ -328,7 +338,7 @@ TEST(ChildProcess, ReapAllCollectsOthersAndDeliversOwnStatusOnce) {
   io.run_for(event_timeout);
   child.reap_all();
   EXPECT_EQ(codes, std::vector<int>{143});
-  EXPECT_FALSE(child.send_signal(SIGTERM));
+  EXPECT_FALSE(delivered(child.send_signal(SIGTERM)));
 }
 
 TEST(ChildProcess, ReapAllAfterThePidfdPathDeliversNothingMore) {
@@ -359,7 +369,7 @@ TEST(ChildProcess, ReapAllWithRunningChildReapsNothingOfIt) {
   child.reap_all();  // nothing has exited: WNOHANG returns at once
   EXPECT_EQ(calls, 0);
   EXPECT_TRUE(child.running());
-  ASSERT_TRUE(child.send_signal(SIGKILL));
+  ASSERT_TRUE(delivered(child.send_signal(SIGKILL)));
   io.run_for(event_timeout);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(child.exit_code(), 137);

@@ -331,7 +331,7 @@ TEST_F(EventRecorder, TornLineThatStaysIsFollowedByAFreshLine) {
   }
   EXPECT_EQ(events.failed_records(), 1u);
   // Opening the same file again keeps that in mind.
-  EXPECT_TRUE(events.reopen());
+  EXPECT_TRUE(events.reopen().ok());
   events.record(event_kind::DrainElapsed, "timer", "drained");
   events.record(event_kind::InhibitorReleased, "timer", "released");
 
@@ -351,7 +351,7 @@ TEST_F(EventRecorder, ReopenFollowsARename) {
   events.record(event_kind::Started, "start", "before");
   ASSERT_EQ(::rename(path.c_str(), (path + ".1").c_str()), 0);
   events.record(event_kind::InhibitorTaken, "", "still the old file");
-  EXPECT_TRUE(events.reopen());
+  EXPECT_TRUE(events.reopen().ok());
   events.record(event_kind::ShutdownInitiated, "SIGTERM", "after");
 
   const auto old_lines = split_lines(read_file(path + ".1"));
@@ -372,7 +372,9 @@ TEST_F(EventRecorder, FailedReopenKeepsTheOldFile) {
   events.record(event_kind::Started, "start", "before");
   ASSERT_EQ(::rename(path.c_str(), (path + ".1").c_str()), 0);
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);  // no reader: opening it must not wait
-  EXPECT_FALSE(events.reopen());
+  const auto reopened = events.reopen();
+  ASSERT_FALSE(reopened);
+  EXPECT_EQ(reopened.error(), "--event-log " + path + ": a FIFO, not a regular file");
   events.record(event_kind::ShutdownInitiated, "SIGTERM", "after");
 
   const auto lines = split_lines(read_file(path + ".1"));
@@ -388,7 +390,7 @@ TEST_F(EventRecorder, FailedReopenKeepsTheOldFile) {
 TEST_F(EventRecorder, WithoutPathOnlyLogs) {
   logger json_log(log_format::json, out.fd(), false);
   event_recorder events(json_log, "");
-  EXPECT_TRUE(events.reopen());
+  EXPECT_TRUE(events.reopen().ok());
   events.record(event_kind::TargetExited, "pidfd", "exited", {{"status", "0"}});
   const auto lines = split_lines(out.text());
   ASSERT_EQ(lines.size(), 1u);

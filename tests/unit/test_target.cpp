@@ -96,15 +96,41 @@ std::string verdict(const fs::path& path) {
 
 // --- process_handle -----------------------------------------------------------------------------
 
+// process_handle::open for a process the test started: nullopt when it is gone; a failure fails
+// the test.
+std::optional<process_handle> open_handle(pid_t pid) {
+  auto opened = process_handle::open(pid);
+  if (!opened) {
+    ADD_FAILURE() << opened.error();
+    return std::nullopt;
+  }
+  return std::move(opened.value());
+}
+
+// send_signal's answer: whether the signal went out; a failure fails the test.
+bool delivered(const result<bool>& sent) {
+  if (!sent) {
+    ADD_FAILURE() << sent.error();
+    return false;
+  }
+  return sent.value();
+}
+
+// check_target_at_start's line, "" when all is well.
+std::string start_problem(const target_spec& spec) {
+  const auto checked = check_target_at_start(spec);
+  return checked ? std::string() : checked.error();
+}
+
 TEST(ProcessHandle, OpensAndSignalsRealChild) {
   test_child child({sleep_program, "30"});
-  auto handle = process_handle::open(child.pid());
+  auto handle = open_handle(child.pid());
   ASSERT_TRUE(handle.has_value());
   EXPECT_EQ(handle->pid(), child.pid());
   ASSERT_GE(handle->fd(), 0);
   EXPECT_TRUE(::fcntl(handle->fd(), F_GETFD) & FD_CLOEXEC);
-  EXPECT_TRUE(handle->send_signal(0));
-  EXPECT_TRUE(handle->send_signal(SIGTERM));
+  EXPECT_TRUE(delivered(handle->send_signal(0)));
+  EXPECT_TRUE(delivered(handle->send_signal(SIGTERM)));
   const int status = child.reap();
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
@@ -114,25 +140,40 @@ TEST(ProcessHandle, OpenOfReapedProcessIsNullopt) {
   test_child child({"/bin/true"});
   const pid_t pid = child.pid();
   child.reap();
-  EXPECT_FALSE(process_handle::open(pid).has_value());
+  const auto opened = process_handle::open(pid);
+  ASSERT_TRUE(opened) << opened.error();
+  EXPECT_FALSE(opened.value().has_value());
 }
 
 TEST(ProcessHandle, SendSignalAfterReapIsFalse) {
   test_child child({sleep_program, "30"});
-  auto handle = process_handle::open(child.pid());
+  auto handle = open_handle(child.pid());
   ASSERT_TRUE(handle.has_value());
   ::kill(child.pid(), SIGKILL);
   child.reap();
-  EXPECT_FALSE(handle->send_signal(SIGTERM));
+  EXPECT_FALSE(delivered(handle->send_signal(SIGTERM)));
 }
 
-TEST(ProcessHandle, OpenOfInvalidPidThrows) {
-  EXPECT_THROW(process_handle::open(-5), std::system_error);
+TEST(ProcessHandle, OpenOfInvalidPidIsAFailure) {
+  const auto opened = process_handle::open(-5);
+  ASSERT_FALSE(opened);
+  EXPECT_EQ(opened.error(), "pidfd_open PID -5: Invalid argument");
+}
+
+TEST(ProcessHandle, SendingAnInvalidSignalIsAFailure) {
+  test_child child({sleep_program, "30"});
+  auto handle = open_handle(child.pid());
+  ASSERT_TRUE(handle.has_value());
+  const auto sent = handle->send_signal(1000);
+  ASSERT_FALSE(sent);
+  EXPECT_EQ(sent.error(), fmt::format("send signal 1000 to PID {}: Invalid argument", child.pid()));
+  ::kill(child.pid(), SIGKILL);
+  child.reap();
 }
 
 TEST(ProcessHandle, ReleaseFdTransfersOwnership) {
   test_child child({sleep_program, "30"});
-  auto handle = process_handle::open(child.pid());
+  auto handle = open_handle(child.pid());
   ASSERT_TRUE(handle.has_value());
   const int fd = handle->fd();
   unique_fd released = handle->release_fd();
@@ -462,13 +503,13 @@ TEST(ResolveTarget, NeverPidOneTheShimOrItsParent) {
 TEST(CheckTargetAtStart, RefusesTheShimAndItsParentByPid) {
   target_spec spec;
   spec.pid = ::getpid();
-  EXPECT_EQ(check_target_at_start(spec), "--target-pid=" + std::to_string(::getpid()) + ": PID " +
-                                             std::to_string(::getpid()) +
-                                             " is the shim itself; never signalled");
+  EXPECT_EQ(start_problem(spec), "--target-pid=" + std::to_string(::getpid()) + ": PID " +
+                                     std::to_string(::getpid()) +
+                                     " is the shim itself; never signalled");
   spec.pid = ::getppid();
-  EXPECT_TRUE(check_target_at_start(spec));
+  EXPECT_FALSE(check_target_at_start(spec));
   spec.pid = 2'000'000'000;  // no such process: found out at signal time, not a start error
-  EXPECT_EQ(check_target_at_start(spec), std::nullopt);
+  EXPECT_TRUE(check_target_at_start(spec).ok());
 }
 
 // --- --target-name is root's unless --target-user (issue 8, item 7)
@@ -620,16 +661,15 @@ TEST(CheckTargetAtStart, AnExistingUntrustedPidfileIsAnError) {
   temp_dir dir;
   target_spec spec;
   spec.pidfile = (dir.path() / "x.pid").string();
-  EXPECT_EQ(check_target_at_start(spec), std::nullopt) << "not there yet: written later";
+  EXPECT_TRUE(check_target_at_start(spec).ok()) << "not there yet: written later";
   write_file(spec.pidfile, "42\n");
-  EXPECT_EQ(check_target_at_start(spec), std::nullopt);
+  EXPECT_TRUE(check_target_at_start(spec).ok());
   ASSERT_EQ(::chmod(spec.pidfile.c_str(), 0666), 0);
-  EXPECT_EQ(check_target_at_start(spec), "--target-pidfile=" + spec.pidfile +
-                                             " is not trusted: " + spec.pidfile +
-                                             " is writable by group or others (mode 0666)");
+  EXPECT_EQ(start_problem(spec), "--target-pidfile=" + spec.pidfile + " is not trusted: " +
+                                     spec.pidfile + " is writable by group or others (mode 0666)");
   spec.pidfile = dir.path().string();
-  EXPECT_EQ(check_target_at_start(spec), "--target-pidfile=" + spec.pidfile + ": Is a directory");
-  EXPECT_EQ(check_target_at_start(target_spec{}), std::nullopt);
+  EXPECT_EQ(start_problem(spec), "--target-pidfile=" + spec.pidfile + ": Is a directory");
+  EXPECT_TRUE(check_target_at_start(target_spec{}).ok());
 }
 
 // --- exit_watcher -------------------------------------------------------------------------------
@@ -638,10 +678,10 @@ TEST(ExitWatcher, FiresOnceOnExit) {
   boost::asio::io_context io;
   exit_watcher watcher(io);
   test_child child({sleep_program, "30"});
-  auto handle = process_handle::open(child.pid());
+  auto handle = open_handle(child.pid());
   ASSERT_TRUE(handle.has_value());
   std::vector<pid_t> exited;
-  watcher.watch(std::move(*handle), [&](pid_t pid) { exited.push_back(pid); });
+  ASSERT_TRUE(watcher.watch(std::move(*handle), [&](pid_t pid) { exited.push_back(pid); }).ok());
   EXPECT_EQ(watcher.watching(), 1u);
   io.poll();  // the process still runs: nothing to deliver
   EXPECT_TRUE(exited.empty());
@@ -656,11 +696,11 @@ TEST(ExitWatcher, FiresForAlreadyExitedProcess) {
   boost::asio::io_context io;
   exit_watcher watcher(io);
   test_child child({"/bin/true"});
-  auto handle = process_handle::open(child.pid());
+  auto handle = open_handle(child.pid());
   ASSERT_TRUE(handle.has_value());
   child.wait_exited();
   int calls = 0;
-  watcher.watch(std::move(*handle), [&](pid_t) { ++calls; });
+  ASSERT_TRUE(watcher.watch(std::move(*handle), [&](pid_t) { ++calls; }).ok());
   io.run_for(10s);
   EXPECT_EQ(calls, 1);
 }
@@ -669,12 +709,12 @@ TEST(ExitWatcher, FiresForReapedProcess) {
   boost::asio::io_context io;
   exit_watcher watcher(io);
   test_child child({sleep_program, "30"});
-  auto handle = process_handle::open(child.pid());
+  auto handle = open_handle(child.pid());
   ASSERT_TRUE(handle.has_value());
   ::kill(child.pid(), SIGKILL);
   child.reap();
   int calls = 0;
-  watcher.watch(std::move(*handle), [&](pid_t) { ++calls; });
+  ASSERT_TRUE(watcher.watch(std::move(*handle), [&](pid_t) { ++calls; }).ok());
   io.run_for(10s);
   EXPECT_EQ(calls, 1);
 }
@@ -686,12 +726,15 @@ TEST(ExitWatcher, WatchesSeveralProcessesIndependently) {
   test_child second({sleep_program, "30"});
   std::vector<pid_t> exited;
   for (const auto* child : {&first, &second}) {
-    auto handle = process_handle::open(child->pid());
+    auto handle = open_handle(child->pid());
     ASSERT_TRUE(handle.has_value());
-    watcher.watch(std::move(*handle), [&](pid_t pid) {
-      exited.push_back(pid);
-      if (exited.size() == 1) ::kill(second.pid(), SIGKILL);
-    });
+    ASSERT_TRUE(watcher
+                    .watch(std::move(*handle),
+                           [&](pid_t pid) {
+                             exited.push_back(pid);
+                             if (exited.size() == 1) ::kill(second.pid(), SIGKILL);
+                           })
+                    .ok());
   }
   EXPECT_EQ(watcher.watching(), 2u);
   ::kill(first.pid(), SIGKILL);
@@ -704,10 +747,10 @@ TEST(ExitWatcher, ClearCancelsEverything) {
   boost::asio::io_context io;
   exit_watcher watcher(io);
   test_child child({sleep_program, "30"});
-  auto handle = process_handle::open(child.pid());
+  auto handle = open_handle(child.pid());
   ASSERT_TRUE(handle.has_value());
   int calls = 0;
-  watcher.watch(std::move(*handle), [&](pid_t) { ++calls; });
+  ASSERT_TRUE(watcher.watch(std::move(*handle), [&](pid_t) { ++calls; }).ok());
   watcher.clear();
   EXPECT_EQ(watcher.watching(), 0u);
   ::kill(child.pid(), SIGKILL);
@@ -723,12 +766,15 @@ TEST(ExitWatcher, HandlerMayClearTheWatcher) {
   test_child second({sleep_program, "30"});
   int calls = 0;
   for (const auto* child : {&first, &second}) {
-    auto handle = process_handle::open(child->pid());
+    auto handle = open_handle(child->pid());
     ASSERT_TRUE(handle.has_value());
-    watcher.watch(std::move(*handle), [&](pid_t) {
-      ++calls;
-      watcher.clear();
-    });
+    ASSERT_TRUE(watcher
+                    .watch(std::move(*handle),
+                           [&](pid_t) {
+                             ++calls;
+                             watcher.clear();
+                           })
+                    .ok());
   }
   ::kill(first.pid(), SIGKILL);
   first.wait_exited();
@@ -740,7 +786,9 @@ TEST(ExitWatcher, HandlerMayClearTheWatcher) {
 TEST(ExitWatcher, RejectsHandleWithoutFd) {
   boost::asio::io_context io;
   exit_watcher watcher(io);
-  EXPECT_THROW(watcher.watch(process_handle(1, unique_fd()), [](pid_t) {}), std::system_error);
+  const auto watched = watcher.watch(process_handle(1, unique_fd()), [](pid_t) {});
+  ASSERT_FALSE(watched);
+  EXPECT_EQ(watched.error(), "watch PID 1: Bad file descriptor");
   EXPECT_EQ(watcher.watching(), 0u);
 }
 

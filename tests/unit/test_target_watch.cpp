@@ -29,6 +29,15 @@ struct watch_run {
     cfg.target.name = target_name;
     cfg.target.name_uid = ::getuid();
     cfg.state_dir = state_dir;
+    make_watch();
+  }
+  // Wrapper mode: the command is started by the test (start_child).
+  explicit watch_run(std::vector<std::string> command) {
+    cfg.target.command = std::move(command);
+    make_watch();
+  }
+
+  void make_watch() {
     watch = std::make_unique<target_watch>(
         io, cfg, log, events, status, sequence,
         target_watch::handlers{
@@ -36,7 +45,11 @@ struct watch_run {
             .exited = [this](const std::string& detail) { exited.push_back(detail); },
             .missed = [this](const std::string& why) { missed.push_back(why); },
             .running_again = [this] { ++running_again; },
-            .child_exited = [](int) { ADD_FAILURE() << "no child in attach mode"; },
+            .child_exited =
+                [this](int code) {
+                  if (!cfg.target.wrapper()) ADD_FAILURE() << "no child in attach mode";
+                  child_exits.push_back(code);
+                },
         });
     watch->start();
   }
@@ -66,6 +79,7 @@ struct watch_run {
   int running_again = 0;
   std::vector<std::string> exited;
   std::vector<std::string> missed;
+  std::vector<int> child_exits;
 };
 
 std::string unique_name(const std::string& tag) { return fmt::format("w{}{}", ::getpid(), tag); }
@@ -187,6 +201,33 @@ TEST(TargetWatch, TheSignalledTargetsExitReachesTheSequenceOnce) {
   run.io.run_for(10s);  // returns once the pidfd watches are done
   EXPECT_EQ(run.exited, std::vector<std::string>{"the target exited"});
   EXPECT_EQ(run.records("TargetExited").size(), 1u);
+}
+
+// A signal the child cannot be sent (an invalid number: EINVAL) is logged where it failed. Nothing
+// is thrown out of forward_signal: a throw skipped the rest of the sequence's batch (an arm_timer
+// among it), and the failure reached the log only through shutdown_shim::run()'s catch.
+TEST(TargetWatch, AFailedSignalToTheChildIsLoggedNotThrownIntoTheLoop) {
+  watch_run run(std::vector<std::string>{"sleep", "30"});
+  run.watch->start_child();
+  ASSERT_NE(run.watch->child(), nullptr);
+  const pid_t pid = run.watch->child()->pid();
+  run.cfg.signal = 1000;
+  EXPECT_NO_THROW(run.watch->forward_signal());
+  EXPECT_NE(
+      run.log_output.text().find(fmt::format(
+          "ERROR a handler on the event loop failed; the loop goes on error=\"send signal 1000 "
+          "to PID {}: Invalid argument\"",
+          pid)),
+      std::string::npos)
+      << run.log_output.text();
+  EXPECT_TRUE(run.missed.empty());
+  EXPECT_EQ(run.status.signals_forwarded, 0u);
+  EXPECT_TRUE(run.records("SignalForwarded").empty());
+  EXPECT_TRUE(run.watch->child()->running());
+
+  ::kill(pid, SIGKILL);
+  run.io.run_for(10s);  // returns once the child's exit is delivered
+  EXPECT_EQ(run.child_exits, std::vector<int>{137});
 }
 
 }  // namespace
