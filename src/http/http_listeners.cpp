@@ -40,7 +40,7 @@ void http_listeners::accept(std::shared_ptr<listener> l) {
 
 void http_listeners::on_accept(const std::shared_ptr<listener>& l, beast::error_code ec,
                                http_session::socket_type socket) {
-  if (stopped || !l->acceptor.is_open()) return;
+  if (connections->stopped() || !l->acceptor.is_open()) return;
   if (ec == asio::error::connection_aborted) return accept(l);  // that one client gave up
   if (ec) {
     // EMFILE although the cap keeps kReservedDescriptors free: something else took them. The fds
@@ -53,7 +53,7 @@ void http_listeners::on_accept(const std::shared_ptr<listener>& l, beast::error_
     }
     l->backoff.expires_after(kAcceptBackoff);
     l->backoff.async_wait([self = shared_from_this(), l](beast::error_code wait_ec) {
-      if (!wait_ec && !self->stopped) self->accept(l);
+      if (!wait_ec && !self->connections->stopped()) self->accept(l);
     });
     return;
   }
@@ -68,7 +68,6 @@ void http_listeners::on_accept(const std::shared_ptr<listener>& l, beast::error_
 }
 
 void http_listeners::stop() {
-  stopped = true;
   beast::error_code ignored;
   for (auto& l : listeners) {
     l->acceptor.close(ignored);

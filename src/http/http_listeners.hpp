@@ -15,7 +15,7 @@ namespace shim {
 
 // The readiness server's listening sockets and their accept loop. Handlers hold it by shared_ptr,
 // so it outlives the readiness_server when operations are still queued on the io_context at
-// destruction; after stop() they only see `stopped` and return.
+// destruction; after stop() they see the connections stopped and return.
 struct http_listeners : std::enable_shared_from_this<http_listeners> {
   struct listener {
     explicit listener(boost::asio::io_context& io) : acceptor(io), backoff(io) {}
@@ -32,7 +32,6 @@ struct http_listeners : std::enable_shared_from_this<http_listeners> {
 
   boost::asio::io_context& io;
   std::shared_ptr<http_connections> connections;
-  bool stopped = false;
   std::vector<std::shared_ptr<listener>> listeners;
   std::vector<boost::asio::ip::tcp::endpoint> endpoints;
 

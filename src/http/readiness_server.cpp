@@ -74,7 +74,6 @@ void readiness_server::listen(const std::vector<listen_address>& addresses) {
     if (ec) throw_listen_error(address, ec);
     opened.push_back(std::move(l));
   }
-  state.stopped = false;
   state.connections->restart();
   auto& limits = state.connections->limits();
   if (limits.max_connections == 0) {
