@@ -1,11 +1,24 @@
-# Sourced by scripts/test and scripts/demo: installs the Debian 12 packages the build and the tests
-# need, and only those that are missing, because CI and new machines start bare.
-shim_packages=(
-  g++ meson ninja-build pkg-config
-  libsystemd-dev libboost-dev libfmt-dev libssl-dev libyaml-dev libgtest-dev libgmock-dev
+# Sourced by the scripts (test, demo, package, fuzz, bench): the Debian 12 packages each job needs,
+# kept apart, and install_missing_packages, which installs those missing (CI and new machines
+# start bare). What a node needs at run time is none of these: the .deb's Depends, which
+# dpkg-shlibdeps works out from the libraries the binary links (docs/install.md).
+
+# Compiling the shim and its man page: what debian/control's Build-Depends says.
+build_packages=(
+  g++ meson ninja-build pkg-config git help2man
+  libsystemd-dev libboost-dev libfmt-dev libssl-dev libyaml-dev
+)
+
+# The test suites and the demo on top of that: GoogleTest, a private dbus-daemon and the real
+# logind (systemd), HAProxy for e2e, promtool's input checks, the plots of scripts/bench.
+test_packages=(
+  libgtest-dev libgmock-dev
   dbus systemd util-linux curl python3 openssl
   haproxy gnuplot-nox python3-yaml
 )
+
+# scripts/package: the .deb (debhelper, lintian) and the image (buildah, podman save).
+package_packages=(debhelper dpkg-dev lintian buildah podman)
 
 # The libFuzzer targets (scripts/fuzz, and the fuzz stage of scripts/test).
 fuzz_packages=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
@@ -16,10 +29,11 @@ fuzz_packages=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
 # images from scratch.
 system_packages=(systemd-container debootstrap podman buildah runc catatonit)
 
+# install_missing_packages PACKAGE...: installs those of PACKAGE... that are not installed.
 install_missing_packages() {
   local missing=()
   local p
-  for p in "${shim_packages[@]}" "$@"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0

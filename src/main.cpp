@@ -14,6 +14,7 @@
 #include "report/shutdown_report.hpp"
 #include "shutdown_shim.hpp"
 #include "util/boot_id.hpp"
+#include "util/build_version.hpp"
 
 namespace {
 
@@ -70,7 +71,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cfg.what == shim::config::action::version) {
-    std::printf("shutdown-shim %s\n", SHUTDOWN_SHIM_VERSION);
+    // systemd's form: the version, then the build in parentheses (help2man reads this line).
+    std::printf("shutdown-shim %.*s (%.*s)\n", static_cast<int>(shim::kVersion.size()),
+                shim::kVersion.data(), static_cast<int>(shim::kRevision.size()),
+                shim::kRevision.data());
     return 0;
   }
 

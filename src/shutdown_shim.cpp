@@ -10,6 +10,7 @@
 
 #include "report/shutdown_history.hpp"
 #include "util/boot_id.hpp"
+#include "util/build_version.hpp"
 #include "util/duration_text.hpp"
 #include "util/signal_names.hpp"
 
@@ -87,7 +88,8 @@ void shutdown_shim::start() {
   server_.listen(cfg_.listen);
   status_.listener_bound = true;
   events_.record(event_kind::Started, "start", "shutdown-shim started",
-                 {{"version", SHUTDOWN_SHIM_VERSION},
+                 {{"version", std::string(kVersion)},
+                  {"revision", std::string(kRevision)},
                   {"listen", format_listen_addresses(cfg_.listen)},
                   {"target", describe_target(cfg_.target)},
                   {"signal", signal_name(cfg_.signal)},

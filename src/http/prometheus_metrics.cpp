@@ -9,6 +9,7 @@
 
 #include "http/process_metrics.hpp"
 #include "log/event_log.hpp"
+#include "util/build_version.hpp"
 
 namespace shim {
 namespace {
@@ -175,12 +176,13 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   }
   if (status.upstream) append_upstream_metrics(out, *status.upstream);
   append_process_metrics(out);
-#ifdef SHUTDOWN_SHIM_VERSION
-  out +=
-      "# HELP shutdown_shim_build_info The shim's version.\n"
-      "# TYPE shutdown_shim_build_info gauge\n"
-      "shutdown_shim_build_info{version=\"" SHUTDOWN_SHIM_VERSION "\"} 1\n";
-#endif
+  // Prometheus' own convention (prometheus_build_info): version and revision as labels.
+  fmt::format_to(std::back_inserter(out),
+                 "# HELP shutdown_shim_build_info The shim's version and the revision it was built "
+                 "from.\n"
+                 "# TYPE shutdown_shim_build_info gauge\n"
+                 "shutdown_shim_build_info{{version=\"{}\",revision=\"{}\"}} 1\n",
+                 kVersion, kRevision);
   return out;
 }
 
