@@ -10,10 +10,11 @@ build_packages=(
 )
 
 # The test suites and the demo on top of that: GoogleTest, a private dbus-daemon and the real
-# logind (systemd), HAProxy for e2e, promtool's input checks, the plots of scripts/bench.
+# logind (systemd), man-db (systemd-analyze verify reads Documentation=), HAProxy for e2e, the
+# plots of scripts/bench.
 test_packages=(
   libgtest-dev libgmock-dev
-  dbus systemd util-linux curl python3 openssl
+  dbus systemd util-linux curl python3 openssl man-db
   haproxy gnuplot-nox python3-yaml
 )
 

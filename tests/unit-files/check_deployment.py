@@ -207,8 +207,14 @@ def expand_exec(command, env):
 def check_unit(args):
     p = Problems()
     unit = args.unit
-    verify = subprocess.run(["systemd-analyze", "verify", unit], capture_output=True, text=True,
-                            timeout=120)
+    # verify runs `man` for each Documentation=man: entry: the page as built stands in for the
+    # installed one, alone on MANPATH, so that the entry must name it.
+    with tempfile.TemporaryDirectory() as manpath:
+        page = Path(args.man_page)
+        (Path(manpath) / f"man{page.suffix[1:]}").mkdir()
+        (Path(manpath) / f"man{page.suffix[1:]}" / page.name).symlink_to(page.resolve())
+        verify = subprocess.run(["systemd-analyze", "verify", unit], capture_output=True,
+                                text=True, timeout=120, env={**os.environ, "MANPATH": manpath})
     # systemd-analyze only warns (exit 0) about unknown keys or bad values: any output fails.
     output = (verify.stdout + verify.stderr).strip()
     p.check(verify.returncode == 0 and not output,
@@ -631,6 +637,7 @@ def main():
     unit.add_argument("--environment-file", required=True)
     unit.add_argument("--shim", required=True)
     unit.add_argument("--tmpfiles", required=True)
+    unit.add_argument("--man-page", required=True, help="the built man page, e.g. shutdown-shim.8")
     dropin = sub.add_parser("logind-dropin")
     dropin.add_argument("--dropin", required=True)
     dropin.add_argument("--install-dir", required=True)
