@@ -5,6 +5,7 @@ shim_packages=(
   libsystemd-dev libboost-dev libfmt-dev libssl-dev libyaml-dev libgtest-dev libgmock-dev
   dbus systemd util-linux curl python3 openssl
   haproxy gnuplot-nox python3-yaml
+  $(command -v kubectl >/dev/null || echo kubernetes-client)  # manifest tests: kubectl kustomize (any kubectl; Google's conflicts with it)
 )
 
 # The libFuzzer targets (scripts/fuzz, and the fuzz stage of scripts/test).
