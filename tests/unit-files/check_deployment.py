@@ -546,11 +546,13 @@ def render_kustomization(p, kubectl, directory):
         return [], {}, set()
     p.check(set(k) <= KUSTOMIZATION_KEYS,
             f"{where}: kustomization.yaml uses {sorted(set(k) - KUSTOMIZATION_KEYS)}, which "
-            f"kustomize v2.0.3 does not read as newer ones do (use only {sorted(KUSTOMIZATION_KEYS)})")
+            f"kustomize v2.0.3 does not read as newer ones do (use only "
+            f"{sorted(KUSTOMIZATION_KEYS)})")
     entries = {}
     for e in k.get("images") or []:
         name = e.get("name")
-        p.check(set(e) == IMAGE_ENTRY_KEYS, f"{where}: image entry {e} is not {sorted(IMAGE_ENTRY_KEYS)}")
+        p.check(set(e) == IMAGE_ENTRY_KEYS,
+                f"{where}: image entry {e} is not {sorted(IMAGE_ENTRY_KEYS)}")
         p.check(name not in entries, f"{where}: image {name} named twice")
         # A bare word: the registry and the tag are the entry's, never the manifest's.
         p.check(isinstance(name, str) and not re.search(r"[/:@]", name),
@@ -566,7 +568,12 @@ def render_kustomization(p, kubectl, directory):
             continue
         text = raw.read_text()
         p.check(OLD_REGISTRY not in text, f"{where}/{r}: still names {OLD_REGISTRY}")
-        for image in images_in(list(yaml.safe_load_all(text))):
+        try:
+            documents = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as e:
+            p.check(False, f"{where}/{r}: not YAML: {e}")
+            continue
+        for image in images_in(documents):
             p.check(image in entries,
                     f"{where}/{r}: image {image!r} is not a placeholder kustomization.yaml names "
                     f"({sorted(entries)})")
@@ -616,7 +623,8 @@ def check_manifests(args):
         for name, e in entries.items():
             # One image, one reference, in every kustomization that names it.
             other = images.setdefault(name, (directory.name, e))
-            p.check(other[1] == e, f"{directory.name} names {name} as {e}, {other[0]} as {other[1]}")
+            p.check(other[1] == e,
+                    f"{directory.name} names {name} as {e}, {other[0]} as {other[1]}")
         for i, doc in enumerate(documents):
             where = f"{directory.name}[{i}] {doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
             kind = doc.get("kind")
@@ -641,11 +649,12 @@ def check_manifests(args):
 
     # The wrapper's image is the shim's release on top of upstream kube-apiserver, of the version
     # the Containerfile builds it from.
-    kube_version = re.search(r"^ARG KUBE_VERSION=(\S+)$", (root / "Containerfile").read_text(), re.M)
+    kube_version = re.search(r"^ARG KUBE_VERSION=(\S+)$", (root / "Containerfile").read_text(),
+                             re.M)
     tag = {name: e["newTag"] for name, (_, e) in images.items()}
     if p.check(kube_version and {SHIM_IMAGE, WRAPPER_IMAGE, UPSTREAM_IMAGE} <= set(tag),
-               f"want images {SHIM_IMAGE}, {WRAPPER_IMAGE}, {UPSTREAM_IMAGE} and the Containerfile's "
-               f"ARG KUBE_VERSION=, have {sorted(tag)} and {kube_version}"):
+               f"want images {SHIM_IMAGE}, {WRAPPER_IMAGE}, {UPSTREAM_IMAGE} and the "
+               f"Containerfile's ARG KUBE_VERSION=, have {sorted(tag)} and {kube_version}"):
         p.check(tag[UPSTREAM_IMAGE] == kube_version.group(1),
                 f"{UPSTREAM_IMAGE} is {tag[UPSTREAM_IMAGE]}, the Containerfile's KUBE_VERSION "
                 f"{kube_version.group(1)}")
