@@ -16,6 +16,7 @@ test_packages=(
   libgtest-dev libgmock-dev
   dbus systemd util-linux curl python3 openssl man-db
   haproxy gnuplot-nox python3-yaml
+  $(command -v kubectl >/dev/null || echo kubernetes-client)  # manifest tests: kubectl kustomize (any kubectl; Google's conflicts with it)
 )
 
 # scripts/package: the .deb (debhelper, lintian) and the image (buildah, podman save).

@@ -3,7 +3,8 @@
 
 One subcommand per meson test: unit, logind-dropin, manifests, haproxy. Each prints what it
 checked and exits 1 with every problem it found. Run with /usr/bin/python3: python3-yaml is a
-Debian package.
+Debian package. manifests reads what `kubectl kustomize` renders (KUBECTL names kubectl); without
+one it exits 77 (skipped), except under CI=true, where a skip is a failure.
 """
 
 import argparse
@@ -514,20 +515,124 @@ def check_pod_spec(p, where, kind, spec, shim_binary):
     return mode
 
 
+# What a kustomization here may use: what kustomize v2.0.3 (Debian 12's kubectl 1.20) reads as
+# later ones do. Newer kubectls render more (directories in resources, components), so this is
+# held here whichever kubectl the test runs.
+KUSTOMIZATION_KEYS = {"resources", "images"}
+IMAGE_ENTRY_KEYS = {"name", "newName", "newTag"}
+# The placeholders the manifests name; the kustomizations name the images.
+SHIM_IMAGE = "shutdown-shim"
+WRAPPER_IMAGE = "kube-apiserver-shutdown-shim"
+UPSTREAM_IMAGE = "kube-apiserver"
+# What the manifests said before they had kustomizations: no image is there.
+OLD_REGISTRY = "registry.example.com"
+
+
+def images_in(obj):
+    """The image of every container of every pod spec in obj, wherever the spec sits."""
+    if isinstance(obj, dict):
+        for key in ("containers", "initContainers", "ephemeralContainers"):
+            for c in obj.get(key) or []:
+                yield c.get("image")
+        for value in obj.values():
+            yield from images_in(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            yield from images_in(value)
+
+
+def render_kustomization(p, kubectl, directory):
+    """Checks one kustomization and its resources, and renders it: (documents, image entries,
+    the resources' paths)."""
+    where = directory.name
+    try:
+        k = yaml.safe_load((directory / "kustomization.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        p.check(False, f"{where}: no readable kustomization.yaml: {e}")
+        return [], {}, set()
+    p.check(set(k) <= KUSTOMIZATION_KEYS,
+            f"{where}: kustomization.yaml uses {sorted(set(k) - KUSTOMIZATION_KEYS)}, which "
+            f"kustomize v2.0.3 does not read as newer ones do (use only "
+            f"{sorted(KUSTOMIZATION_KEYS)})")
+    entries = {}
+    for e in k.get("images") or []:
+        name = e.get("name")
+        p.check(set(e) == IMAGE_ENTRY_KEYS,
+                f"{where}: image entry {e} is not {sorted(IMAGE_ENTRY_KEYS)}")
+        p.check(name not in entries, f"{where}: image {name} named twice")
+        # A bare word: the registry and the tag are the entry's, never the manifest's.
+        p.check(isinstance(name, str) and not re.search(r"[/:@]", name),
+                f"{where}: image placeholder {name!r} has a registry or a tag")
+        entries[name] = e
+    resources = k.get("resources") or []
+    p.check(resources, f"{where}: no resources")
+    for r in resources:
+        raw = directory / r
+        # v2.0.3 reads only files at or below the kustomization (a symlink out is refused).
+        if not p.check(raw.is_file() and raw.resolve().parent == directory.resolve(),
+                       f"{where}: resource {r} is not a file of its own directory"):
+            continue
+        text = raw.read_text()
+        p.check(OLD_REGISTRY not in text, f"{where}/{r}: still names {OLD_REGISTRY}")
+        try:
+            documents = list(yaml.safe_load_all(text))
+        except yaml.YAMLError as e:
+            p.check(False, f"{where}/{r}: not YAML: {e}")
+            continue
+        for image in images_in(documents):
+            p.check(image in entries,
+                    f"{where}/{r}: image {image!r} is not a placeholder kustomization.yaml names "
+                    f"({sorted(entries)})")
+
+    result = subprocess.run([kubectl, "kustomize", str(directory)], capture_output=True,
+                            text=True, timeout=60)
+    if not p.check(result.returncode == 0,
+                   f"{kubectl} kustomize {directory}: exit {result.returncode}: "
+                   f"{result.stderr.strip()}"):
+        return [], entries, set()
+    documents = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
+    p.check(documents, f"{where}: kubectl kustomize renders nothing")
+    named = {f"{e['newName']}:{e['newTag']}": name for name, e in entries.items()}
+    rendered = list(images_in(documents))
+    for image in rendered:
+        p.check(image in named, f"{where}: renders image {image!r}, which is none that "
+                f"kustomization.yaml names ({sorted(named)})")
+    for image, name in named.items():
+        p.check(image in rendered, f"{where}: kustomization.yaml names {name} -> {image}, which "
+                "no manifest uses")
+    kinds = [d.get("kind") for d in documents]
+    # The DaemonSet's base is the one `kubectl apply -k` takes: a static pod in it would become a
+    # second kube-apiserver pod that no node's kubelet manages.
+    p.check("DaemonSet" not in kinds or "Pod" not in kinds,
+            f"{where}: renders a DaemonSet and a Pod: kubectl apply -k would create the Pod")
+    print(f"{where}: {kubectl} kustomize renders {kinds}, images {sorted(rendered)}")
+    return documents, entries, {(directory / r).resolve() for r in resources}
+
+
 def check_manifests(args):
+    """The manifests as `kubectl kustomize` renders each kustomization under ROOT."""
+    kubectl = os.environ.get("KUBECTL", "")
+    if not kubectl:
+        if os.environ.get("CI") == "true":
+            print("no kubectl under CI", file=sys.stderr)
+            return 1
+        print("no kubectl: install Debian's kubernetes-client or set KUBECTL", file=sys.stderr)
+        return 77
     p = Problems()
     check_shim_defaults(p, args.shim)
-    modes = set()
-    for path in args.manifests:
-        try:
-            with open(path) as f:
-                documents = [d for d in yaml.safe_load_all(f) if d is not None]
-        except yaml.YAMLError as e:
-            p.check(False, f"{path}: not YAML: {e}")
-            continue
-        p.check(documents, f"{path}: no YAML document")
+    root = Path(args.root)
+    directories = sorted(k.parent for k in root.glob("**/kustomization.yaml"))
+    modes, resources, images = set(), set(), {}
+    for directory in directories:
+        documents, entries, paths = render_kustomization(p, kubectl, directory)
+        resources |= paths
+        for name, e in entries.items():
+            # One image, one reference, in every kustomization that names it.
+            other = images.setdefault(name, (directory.name, e))
+            p.check(other[1] == e,
+                    f"{directory.name} names {name} as {e}, {other[0]} as {other[1]}")
         for i, doc in enumerate(documents):
-            where = f"{Path(path).name}[{i}] {doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+            where = f"{directory.name}[{i}] {doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
             kind = doc.get("kind")
             if kind == "Pod":
                 spec = doc.get("spec") or {}
@@ -541,9 +646,28 @@ def check_manifests(args):
             mode = check_pod_spec(p, where, kind, spec, args.shim)
             if mode:
                 modes.add(mode)
+    # Every manifest is some kustomization's resource, so that none escapes the render.
+    for manifest in sorted({m.resolve() for d in directories for m in d.glob("*.yaml")
+                            if m.name != "kustomization.yaml"}):
+        p.check(manifest in resources, f"{manifest}: no kustomization renders it")
     p.check(modes == {"wrapper", "sidecar", "daemonset"},
             f"the manifests cover {sorted(modes)}, want wrapper, sidecar and daemonset")
-    return p.finish(f"{len(args.manifests)} Kubernetes manifests")
+
+    # The wrapper's image is the shim's release on top of upstream kube-apiserver, of the version
+    # the Containerfile builds it from.
+    kube_version = re.search(r"^ARG KUBE_VERSION=(\S+)$", (root / "Containerfile").read_text(),
+                             re.M)
+    tag = {name: e["newTag"] for name, (_, e) in images.items()}
+    if p.check(kube_version and {SHIM_IMAGE, WRAPPER_IMAGE, UPSTREAM_IMAGE} <= set(tag),
+               f"want images {SHIM_IMAGE}, {WRAPPER_IMAGE}, {UPSTREAM_IMAGE} and the "
+               f"Containerfile's ARG KUBE_VERSION=, have {sorted(tag)} and {kube_version}"):
+        p.check(tag[UPSTREAM_IMAGE] == kube_version.group(1),
+                f"{UPSTREAM_IMAGE} is {tag[UPSTREAM_IMAGE]}, the Containerfile's KUBE_VERSION "
+                f"{kube_version.group(1)}")
+        p.check(tag[WRAPPER_IMAGE] == f"{kube_version.group(1)}-{tag[SHIM_IMAGE]}",
+                f"{WRAPPER_IMAGE} is tagged {tag[WRAPPER_IMAGE]}, want KUBE_VERSION-SHIM_VERSION "
+                f"{kube_version.group(1)}-{tag[SHIM_IMAGE]}")
+    return p.finish(f"{len(directories)} kustomizations under {root} as {kubectl} renders them")
 
 
 # --- HAProxy ------------------------------------------------------------------------------------
@@ -644,7 +768,7 @@ def main():
     dropin.add_argument("--unit", required=True)
     manifests = sub.add_parser("manifests")
     manifests.add_argument("--shim", required=True)
-    manifests.add_argument("manifests", nargs="+")
+    manifests.add_argument("root", help="unit-files/kubernetes: every kustomization below it")
     haproxy = sub.add_parser("haproxy")
     haproxy.add_argument("--cfg", required=True)
     haproxy.add_argument("--unit", required=True)
