@@ -33,6 +33,7 @@
 
 #include "http_probe.hpp"
 #include "node_sandbox.hpp"
+#include "notify_socket.hpp"
 #include "process.hpp"
 #include "shim_harness.hpp"
 
@@ -83,10 +84,11 @@ class PodmanKubePlay : public shim_it::ShimTest {
   };
 
   // Runs a command of the test (podman, test-manifest) to its end, bounded; output captured.
-  result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = 180s) {
+  result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = 180s,
+             const std::vector<std::string>& env = {}) {
     const std::string name =
         fmt::format("cmd-{}-{}", ++commands_, fs::path(argv[0]).filename().string());
-    auto& process = sb().spawn(name, argv);
+    auto& process = sb().spawn(name, argv, env);
     const auto status = process.wait_for_exit(timeout);
     result r{status ? sandbox::shell_exit_code(*status) : -1,
              sandbox::read_text_file(sb().log_path(name))};
@@ -153,9 +155,9 @@ class PodmanKubePlay : public shim_it::ShimTest {
     ShimTest::TearDown();
   }
 
-  // The MachineConfig's unit, run as its ExecStart says: the container is p.container("shim");
-  // removed in TearDown. Returns podman's exit status.
-  int run_machineconfig_unit(pod& p) {
+  // The MachineConfig's unit, run as its ExecStart says (env: what systemd would give podman):
+  // the container is p.container("shim"); removed in TearDown. Returns podman's exit status.
+  int run_machineconfig_unit(pod& p, const std::vector<std::string>& env) {
     sandbox::node_sandbox& node = sb();
     p.name = fmt::format("shim-test-{}-{}", ::getpid(), ++pods_);
     p.shim_port = sandbox::pick_free_port();
@@ -182,7 +184,7 @@ class PodmanKubePlay : public shim_it::ShimTest {
         "  priority: 2000001000\n  priorityClassName: system-node-critical\n"
         "  terminationGracePeriodSeconds: 135\n  containers: []\n");
     containers_.push_back(p.container("shim"));
-    return run(sandbox::read_lines(argv_file)).status;
+    return run(sandbox::read_lines(argv_file), 180s, env).status;
   }
 
   pid_t host_pid(const pod& p, const std::string& container) {
@@ -377,8 +379,14 @@ TEST_F(PodmanKubePlay, MachineConfigUnitHoldsARebootAndSignalsWatchTerminationOn
   const pid_t target = *stand_in.pid();
   EXPECT_EQ(sandbox::read_text_file(fmt::format("/proc/{}/comm", target)), "watch-terminati\n");
 
+  // systemd's notify socket for the Type=notify unit: --sdnotify=container hands it to the shim,
+  // whose READY=1 comes once the lock is held.
+  shim_it::notify_socket notify(sb().path("notify.sock"));
   pod p;
-  ASSERT_EQ(run_machineconfig_unit(p), 0) << "podman run of the unit's command line failed";
+  ASSERT_EQ(run_machineconfig_unit(p, {notify.env()}), 0) << "podman run of the unit's line failed";
+  ASSERT_TRUE(notify.wait_for("READY=1", shim_it::kStartTimeout))
+      << "no READY=1 from the container";
+  EXPECT_TRUE(sb().find_inhibitor("shutdown-shim")) << "READY=1 before the lock was held";
   ASSERT_TRUE(wait_ready(p)) << "the unit's shim never became ready with its lock";
   const pid_t shim = host_pid(p, "shim");
   ASSERT_GT(shim, 0);
