@@ -802,8 +802,8 @@ def check_machineconfig(args):
             f"shutdownGracePeriod {total:g}s: not above the critical pods' {critical:g}s, or "
             f"above logind's InhibitDelayMaxSec {inhibit_max}")
     print(f"{MC_UNIT_NAME}: image {image}, podman stop {stop_timeout}s for a hold of {hold:g}s, "
-          f"listen {ports}; kubelet groups {total - critical:g}s + {critical:g}s <= logind "
-          f"{inhibit_max:g}s")
+          f"listen {ports}; kubelet groups {total - critical:g}s + {critical:g}s, logind "
+          f"InhibitDelayMaxSec {inhibit_max}")
     return p.finish(f"MachineConfig {args.machineconfig} and KubeletConfig {args.kubeletconfig}")
 
 
