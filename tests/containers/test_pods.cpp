@@ -417,6 +417,9 @@ TEST_F(PodmanKubePlay, MachineConfigUnitHoldsARebootAndSignalsWatchTerminationOn
   EXPECT_TRUE(stand_in.process->wait_for_exit(shim_it::kEventTimeout)) << "the stand-in runs on";
   EXPECT_EQ(count(p, "TargetExited"), 1u);
   EXPECT_EQ(count(p, "InhibitorReleased"), 1u);
+  // docs/install.md's check of a node: `report` in the running container reads its event log.
+  const auto report = run({podman(), "exec", p.container("shim"), "shutdown-shim", "report"});
+  EXPECT_NE(report.output.find("PrepareForShutdown(true)"), std::string::npos) << report.output;
 }
 
 }  // namespace
