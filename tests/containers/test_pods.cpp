@@ -4,6 +4,11 @@
 // shims in the pods hold their locks with. tests/containers/run-pods builds the images and names
 // them in the environment (SHIM_TEST_IMAGES=shim,apiserver,wrapper).
 //
+// The same fixture runs the podman command line of unit-files/openshift's MachineConfig
+// (MachineConfigUnit...): the unit's ExecStart word for word as machineconfig-podman-argv takes it
+// from the MachineConfig, with the sandbox's bus socket, a node root of the test's, a local image
+// (MACHINECONFIG_IMAGE) and seconds-long timings put in.
+//
 // What podman does not do as kubelet does (and so what this cannot show) is in docs and the
 // README: it drops readinessProbe, turns livenessProbe into a systemd timer (test-manifest takes
 // the probes out, so that nothing reaches the machine's PID 1), ignores
@@ -28,6 +33,7 @@
 
 #include "http_probe.hpp"
 #include "node_sandbox.hpp"
+#include "notify_socket.hpp"
 #include "process.hpp"
 #include "shim_harness.hpp"
 
@@ -78,10 +84,11 @@ class PodmanKubePlay : public shim_it::ShimTest {
   };
 
   // Runs a command of the test (podman, test-manifest) to its end, bounded; output captured.
-  result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = 180s) {
+  result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = 180s,
+             const std::vector<std::string>& env = {}) {
     const std::string name =
         fmt::format("cmd-{}-{}", ++commands_, fs::path(argv[0]).filename().string());
-    auto& process = sb().spawn(name, argv);
+    auto& process = sb().spawn(name, argv, env);
     const auto status = process.wait_for_exit(timeout);
     result r{status ? sandbox::shell_exit_code(*status) : -1,
              sandbox::read_text_file(sb().log_path(name))};
@@ -144,7 +151,40 @@ class PodmanKubePlay : public shim_it::ShimTest {
 
   void TearDown() override {
     for (const auto& name : played_) run({podman(), "pod", "rm", "--force", "--time", "0", name});
+    for (const auto& name : containers_) run({podman(), "rm", "--force", "--time", "0", name});
     ShimTest::TearDown();
+  }
+
+  // The MachineConfig's unit, run as its ExecStart says (env: what systemd would give podman):
+  // the container is p.container("shim"); removed in TearDown. Returns podman's exit status.
+  int run_machineconfig_unit(pod& p, const std::vector<std::string>& env) {
+    sandbox::node_sandbox& node = sb();
+    p.name = fmt::format("shim-test-{}-{}", ::getpid(), ++pods_);
+    p.shim_port = sandbox::pick_free_port();
+    p.node_root = node.path(p.name + "-root");
+    p.event_log = p.node_root / "var/log/shutdown-shim/events.jsonl";
+    const fs::path argv_file = node.path(p.name + ".argv");
+    const auto made =
+        run({required_env("MACHINECONFIG_ARGV"), required_env("MACHINECONFIG"), argv_file.string(),
+             "--image", required_env("MACHINECONFIG_IMAGE"), "--bus-socket",
+             node.path("system_bus_socket").string(), "--etc-systemd",
+             node.path("etc-systemd").string(), "--node-root", p.node_root.string(), "--name",
+             p.container("shim"), "--listen", fmt::format("127.0.0.1:{}", p.shim_port),
+             "--drain-delay", kDrainDelay, "--exit-timeout", kExitTimeout});
+    EXPECT_EQ(made.status, 0) << made.output;
+    // What kubelet's files would say on an OpenShift master without graceful node shutdown.
+    const fs::path kube = p.node_root / "etc/kubernetes";
+    sandbox::write_file_atomically(kube / "kubelet.conf",
+                                   "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+                                   "kind: KubeletConfiguration\n");
+    sandbox::write_file_atomically(
+        kube / "manifests/kube-apiserver-pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n"
+        "  namespace: openshift-kube-apiserver\nspec:\n"
+        "  priority: 2000001000\n  priorityClassName: system-node-critical\n"
+        "  terminationGracePeriodSeconds: 135\n  containers: []\n");
+    containers_.push_back(p.container("shim"));
+    return run(sandbox::read_lines(argv_file), 180s, env).status;
   }
 
   pid_t host_pid(const pod& p, const std::string& container) {
@@ -231,7 +271,10 @@ class PodmanKubePlay : public shim_it::ShimTest {
   // one SIGTERM at the stand-in, one SignalForwarded.
   void expect_held_reboot_with_one_sigterm(const pod& p, const std::string& what) {
     const auto r = reboot(p);
-    const auto signals = stand_in_signals(p, "kube-apiserver");
+    expect_held_with_one_sigterm(p, what, r, stand_in_signals(p, "kube-apiserver"));
+  }
+  void expect_held_with_one_sigterm(const pod& p, const std::string& what, const held_reboot& r,
+                                    const std::vector<std::uint64_t>& signals) {
     figures(what, r, signals);
     ASSERT_TRUE(r.start) << "logind never started reboot.target";
     EXPECT_GE(r.start->usec - r.reboot_us, kDrainUs) << "the reboot went on before the drain";
@@ -247,6 +290,7 @@ class PodmanKubePlay : public shim_it::ShimTest {
   unsigned commands_ = 0;
   unsigned pods_ = 0;
   std::vector<std::string> played_;
+  std::vector<std::string> containers_;
 };
 
 TEST_F(PodmanKubePlay, SidecarFindsKubeApiserverByNameAndHoldsARebootWithOneSigterm) {
@@ -317,6 +361,65 @@ TEST_F(PodmanKubePlay, WrapperHoldsARebootAndSignalsItsChildOnce) {
   expect_lock_of(shim);
   expect_held_reboot_with_one_sigterm(p, "wrapper");
   EXPECT_EQ(count(p, "TargetExited"), 1u);
+}
+
+// The MachineConfig's unit on a node: the shim in the host's PID and network namespaces takes the
+// lock over the mounted bus socket, and at a Reboot signals the kube-apiserver container's PID 1,
+// watch-termination, once. The stand-in runs on the host as watch-termination (a link named so:
+// /proc/PID/comm is the name it was executed by, cut to 15 characters).
+TEST_F(PodmanKubePlay, MachineConfigUnitHoldsARebootAndSignalsWatchTerminationOnce) {
+  const fs::path link = sb().path("bin/watch-termination");
+  fs::create_directories(link.parent_path());
+  fs::create_symlink(sb().tools().fake_apiserver, link);
+  auto stand_in =
+      describe_apiserver("watch-termination", shim_it::api_delay(kApiserverShutdownDelay));
+  stand_in.argv[0] = link.string();
+  stand_in.process = &sb().spawn(stand_in.name, stand_in.argv);
+  ASSERT_TRUE(wait_apiserver_listening(stand_in));
+  const pid_t target = *stand_in.pid();
+  EXPECT_EQ(sandbox::read_text_file(fmt::format("/proc/{}/comm", target)), "watch-terminati\n");
+
+  // systemd's notify socket for the Type=notify unit: --sdnotify=container hands it to the shim,
+  // whose READY=1 comes once the lock is held.
+  shim_it::notify_socket notify(sb().path("notify.sock"));
+  pod p;
+  ASSERT_EQ(run_machineconfig_unit(p, {notify.env()}), 0) << "podman run of the unit's line failed";
+  ASSERT_TRUE(notify.wait_for("READY=1", shim_it::kStartTimeout))
+      << "no READY=1 from the container";
+  EXPECT_TRUE(sb().find_inhibitor("shutdown-shim")) << "READY=1 before the lock was held";
+  ASSERT_TRUE(wait_ready(p)) << "the unit's shim never became ready with its lock";
+  const pid_t shim = host_pid(p, "shim");
+  ASSERT_GT(shim, 0);
+
+  // --pid=host, --network=host: the host's namespaces; exactly KILL and SYS_BOOT; read-only root.
+  for (const char* ns : {"pid", "net"}) {
+    EXPECT_EQ(fs::read_symlink(fmt::format("/proc/{}/ns/{}", shim, ns)),
+              fs::read_symlink(fmt::format("/proc/self/ns/{}", ns)))
+        << ns;
+  }
+  EXPECT_EQ(proc_caps(shim, "CapEff"), kCapKill | kCapSysBoot);
+  EXPECT_EQ(proc_caps(shim, "CapBnd"), kCapKill | kCapSysBoot);
+  EXPECT_EQ(proc_status(shim, "NoNewPrivs"), "1");
+  const auto mounts = sandbox::read_text_file(fmt::format("/proc/{}/mountinfo", shim));
+  EXPECT_NE(mounts.find(" / / ro,"), std::string::npos) << mounts;
+  expect_lock_of(shim);
+
+  const auto r = reboot(p);
+  std::vector<std::uint64_t> signals;
+  for (const auto& line : stand_in.signals()) signals.push_back(line.usec);
+  expect_held_with_one_sigterm(p, "machineconfig unit", r, signals);
+  // The host's PID: the shim found the stand-in by name in the host's namespace.
+  const auto forwarded = first(p, "SignalForwarded");
+  ASSERT_TRUE(forwarded);
+  EXPECT_EQ(sandbox::json_string_field(forwarded->line, "target_pid").value_or(""),
+            std::to_string(target))
+      << forwarded->line;
+  EXPECT_TRUE(stand_in.process->wait_for_exit(shim_it::kEventTimeout)) << "the stand-in runs on";
+  EXPECT_EQ(count(p, "TargetExited"), 1u);
+  EXPECT_EQ(count(p, "InhibitorReleased"), 1u);
+  // docs/install.md's check of a node: `report` in the running container reads its event log.
+  const auto report = run({podman(), "exec", p.container("shim"), "shutdown-shim", "report"});
+  EXPECT_NE(report.output.find("PrepareForShutdown(true)"), std::string::npos) << report.output;
 }
 
 }  // namespace

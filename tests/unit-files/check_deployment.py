@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Checks what ships to nodes (unit-files/) against the shim and against the tools that read it.
 
-One subcommand per meson test: unit, logind-dropin, manifests, haproxy. Each prints what it
-checked and exits 1 with every problem it found. Run with /usr/bin/python3: python3-yaml is a
-Debian package. manifests reads what `kubectl kustomize` renders (KUBECTL names kubectl); without
+One subcommand per meson test: unit, logind-dropin, manifests, haproxy, machineconfig. Each prints
+what it checked and exits 1 with every problem it found. Run with /usr/bin/python3: python3-yaml is
+a Debian package. manifests reads what `kubectl kustomize` renders (KUBECTL names kubectl); without
 one it exits 77 (skipped), except under CI=true, where a skip is a failure.
 """
 
 import argparse
+import base64
 import math
 import os
 import re
@@ -15,6 +16,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 from pathlib import Path
 
 import yaml
@@ -670,6 +672,278 @@ def check_manifests(args):
     return p.finish(f"{len(directories)} kustomizations under {root} as {kubectl} renders them")
 
 
+# --- OpenShift: the MachineConfig and the KubeletConfig ------------------------------------------
+
+MC_UNIT_NAME = "shutdown-shim.service"
+MC_DROPIN_PATH = f"{DEFAULT_LOGIND_CONF_DIR}/{SHIM_DROPIN_NAME}"
+MC_IMAGE_VARIABLE = "SHUTDOWN_SHIM_IMAGE"
+PODMAN = "/usr/bin/podman"
+# /proc/PID/comm holds at most 15 characters (TASK_COMM_LEN 16 with the NUL).
+COMM_MAX = 15
+# The kube-apiserver container's PID 1 (cluster-kube-apiserver-operator,
+# bindata/assets/kube-apiserver/pod.yaml: `exec watch-termination ... -- hyperkube kube-apiserver`).
+OPENSHIFT_TARGET = "watch-termination"
+OPENSHIFT_KUBELET_CONFIG = "/etc/kubernetes/kubelet.conf"
+OPENSHIFT_APISERVER_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver-pod.yaml"
+# The operator's GracefulTerminationDuration: kube-apiserver's terminationGracePeriodSeconds.
+OPENSHIFT_APISERVER_GRACE_S = 135
+OPENSHIFT_CRITICAL_PRIORITY = 2000000000
+OPENSHIFT_APISERVER_PRIORITY = 2000001000
+# TCP ports a master may not give the shim: kube-apiserver-insecure-readyz's 6080, and the ranges
+# OpenShift's installation docs reserve on every node (host services, Kubernetes, node ports).
+OPENSHIFT_TAKEN_PORTS = [range(6080, 6081), range(6443, 6444), range(9000, 10000),
+                         range(10250, 10260), range(30000, 32768), range(2379, 2381),
+                         range(22623, 22625), range(17697, 17698)]
+# podman options of the unit that take no value; every other one is written --name=value.
+PODMAN_BOOLEAN_OPTIONS = {"--rm", "--replace", "--detach", "--read-only"}
+
+
+def data_url_bytes(url):
+    """An RFC 2397 data URL's payload, as Ignition decodes a file's contents.source."""
+    if not url.startswith("data:") or "," not in url:
+        raise ValueError(f"not a data URL: {url[:40]!r}")
+    meta, _, payload = url[5:].partition(",")
+    if meta.split(";")[-1] == "base64":
+        return base64.b64decode(payload, validate=True)
+    return urllib.parse.unquote_to_bytes(payload)
+
+
+def ini_settings(text):
+    """[Section] -> {key: value} of a logind.conf-style file, comments and blank lines left out."""
+    settings, section = {}, None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            section = line.strip("[]")
+            settings.setdefault(section, {})
+            continue
+        key, _, value = line.partition("=")
+        settings.setdefault(section, {})[key.strip()] = value.strip()
+    return settings
+
+
+def load_machineconfig(path):
+    """The MachineConfig's document, its drop-in's text and its unit (the Ignition entries)."""
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    config = ((doc or {}).get("spec") or {}).get("config") or {}
+    files = [f for f in (config.get("storage") or {}).get("files") or []
+             if f.get("path") == MC_DROPIN_PATH]
+    units = [u for u in (config.get("systemd") or {}).get("units") or []
+             if u.get("name") == MC_UNIT_NAME]
+    dropin = (data_url_bytes(files[0]["contents"]["source"]).decode() if len(files) == 1
+              else None)
+    return doc, config, dropin, units[0] if len(units) == 1 else None
+
+
+def podman_run_argv(sections):
+    """The unit's ExecStart as systemd runs it: [podman, run, OPTIONS..., IMAGE, SHIM FLAGS...]."""
+    return expand_exec(unit_values(sections, "Service", "ExecStart")[-1],
+                       environment_defaults(sections))
+
+
+def split_podman_run(argv):
+    """(podman options as a list of (name, value or None), image, the shim's flags). An option
+    that is neither --name=value nor a known boolean one ends the options as the image would."""
+    options, i = [], 2
+    while i < len(argv) and argv[i].startswith("--"):
+        name, eq, value = argv[i].partition("=")
+        if not eq and name not in PODMAN_BOOLEAN_OPTIONS:
+            break
+        options.append((name, value if eq else None))
+        i += 1
+    image = argv[i] if i < len(argv) else None
+    return options, image, argv[i + 1:]
+
+
+def volume_mounts(options):
+    """container path -> (host path, mount options) of every --volume=HOST:CONTAINER[:OPTS]."""
+    mounts = {}
+    for name, value in options:
+        if name == "--volume":
+            host, _, rest = value.partition(":")
+            container, _, opts = rest.partition(":")
+            mounts[container] = (host, opts.split(",") if opts else [])
+    return mounts
+
+
+def mounted_at(mounts, path):
+    """The mount that makes `path` in the container the host's same path, or None."""
+    for container, (host, opts) in mounts.items():
+        if host == container and (path == container or path.startswith(container + "/")):
+            return container, opts
+    return None
+
+
+def check_machineconfig(args):
+    # systemd-analyze verify wants ExecStart's binary: podman (scripts/deps.sh installs it).
+    if not os.access(PODMAN, os.X_OK):
+        if os.environ.get("CI") == "true":
+            print(f"FAIL: no {PODMAN} under CI (a skip is a failure)")
+            return 1
+        print(f"SKIP: no {PODMAN}, which systemd-analyze verify needs for the unit's ExecStart")
+        return 77
+    p = Problems()
+    check_shim_defaults(p, args.shim)
+    doc, config, dropin, unit = load_machineconfig(args.machineconfig)
+    p.check(doc.get("apiVersion") == "machineconfiguration.openshift.io/v1" and
+            doc.get("kind") == "MachineConfig",
+            f"{doc.get('apiVersion')} {doc.get('kind')}, want a v1 MachineConfig")
+    labels = (doc.get("metadata") or {}).get("labels") or {}
+    p.check(labels.get("machineconfiguration.openshift.io/role") == "master",
+            f"role label {labels}, want master")
+    version = str((config.get("ignition") or {}).get("version"))
+    p.check(re.fullmatch(r"3\.[0-4]\.0", version) is not None, f"Ignition {version}, want 3.x")
+
+    # The drop-in: logind's settings exactly as the Debian package's file, where logind reads
+    # local drop-ins (RHCOS' /usr is read-only).
+    want = ini_settings(Path(args.dropin).read_text())
+    if p.check(dropin is not None, f"no single storage.files entry for {MC_DROPIN_PATH}"):
+        p.check(ini_settings(dropin) == want,
+                f"the drop-in says {ini_settings(dropin)}, {args.dropin} says {want}")
+    inhibit_max = inhibit_delay_in(dropin or "")
+
+    if not p.check(unit is not None and unit.get("enabled") is True,
+                   f"no enabled systemd.units entry {MC_UNIT_NAME}"):
+        return p.finish(f"MachineConfig {args.machineconfig}")
+    with tempfile.TemporaryDirectory() as tmp:
+        unit_path = Path(tmp, MC_UNIT_NAME)
+        unit_path.write_text(unit["contents"])
+        verify = subprocess.run(["systemd-analyze", "verify", str(unit_path)],
+                                capture_output=True, text=True, timeout=120)
+        output = (verify.stdout + verify.stderr).strip()
+        p.check(verify.returncode == 0 and not output,
+                f"systemd-analyze verify {MC_UNIT_NAME}: exit {verify.returncode}: {output}")
+        s = read_unit(unit_path)
+
+    def one(key, section="Service"):
+        values = unit_values(s, section, key)
+        return values[-1] if values else None
+
+    for key, want_value in [("Type", "notify"), ("NotifyAccess", "all"), ("KillMode", "mixed"),
+                            ("RuntimeDirectory", "shutdown-shim"),
+                            ("RuntimeDirectoryPreserve", "restart"),
+                            ("LogsDirectory", "shutdown-shim")]:
+        p.check(one(key) == want_value, f"[Service] {key}={one(key)}, want {want_value}")
+    p.check(one("WantedBy", "Install") == "multi-user.target", "WantedBy= is not multi-user.target")
+    after = " ".join(unit_values(s, "Unit", "After")).split()
+    for dep in ("dbus.service", "systemd-logind.service", "crio.service", "kubelet.service"):
+        p.check(dep in after, f"After= lacks {dep} (the shim must stop before it)")
+
+    # The image is named once: the unit's SHUTDOWN_SHIM_IMAGE, and nowhere else in the file.
+    image_default = environment_defaults(s).get(MC_IMAGE_VARIABLE)
+    text = Path(args.machineconfig).read_text()
+    p.check(image_default and text.count(image_default) == 1,
+            f"{MC_IMAGE_VARIABLE}={image_default} is not the one place the image is named")
+
+    argv = podman_run_argv(s)
+    p.check(argv[:2] == [PODMAN, "run"], f"ExecStart runs {argv[:2]}, want {PODMAN} run")
+    options, image, shim_flags = split_podman_run(argv)
+    p.check(image == image_default, f"podman runs image {image}, not ${MC_IMAGE_VARIABLE}")
+    opts = {}
+    for name, value in options:
+        opts.setdefault(name, []).append(value)
+    for flag, want_value in [("--rm", [None]), ("--replace", [None]), ("--read-only", [None]),
+                             ("--sdnotify", ["container"]), ("--pid", ["host"]),
+                             ("--network", ["host"]), ("--cap-drop", ["all"])]:
+        p.check(opts.get(flag) == want_value, f"podman {flag} is {opts.get(flag)}, want "
+                f"{want_value}")
+    p.check(len(opts.get("--name", [])) == 1, "podman runs no single --name (--replace needs it)")
+    caps = {c for v in opts.get("--cap-add", []) for c in v.split(",")}
+    p.check(caps == {"CAP_KILL", "CAP_SYS_BOOT"}, f"--cap-add {sorted(caps)}, want CAP_KILL and "
+            "CAP_SYS_BOOT only")
+    security = set(opts.get("--security-opt", []))
+    p.check("no-new-privileges" in security, "no --security-opt=no-new-privileges")
+    p.check(security & {"label=type:spc_t", "label=disable"},
+            f"--security-opt {sorted(security)}: container_t may neither reach the system bus nor "
+            "signal another container's process")
+    p.check("--privileged" not in opts, "--privileged is more than the shim needs")
+    # An --ulimit replaces containers.conf's default_ulimits (nproc too); the shim caps its
+    # connections itself.
+    p.check("--ulimit" not in opts, f"--ulimit {opts.get('--ulimit')}")
+    p.check(os.path.basename((opts.get("--entrypoint") or [""])[0]) == "shutdown-shim",
+            f"--entrypoint {opts.get('--entrypoint')}, want the shim")
+    mounts = volume_mounts(options)
+    for container, (host, mount_opts) in mounts.items():
+        # :z/:Z would relabel the host's files (the bus socket, /etc/kubernetes) for this container.
+        p.check(not {"z", "Z"} & set(mount_opts), f"--volume {host}: relabelled ({mount_opts})")
+
+    ok, err = shim_accepts(args.shim, shim_flags)
+    p.check(ok, f"the shim refuses the unit's flags {shim_flags}: {err}")
+    flags = shim_flag_values(shim_flags)
+    p.check(flags.get("--target-name") == [OPENSHIFT_TARGET],
+            f"--target-name is {flags.get('--target-name')}, want {OPENSHIFT_TARGET}")
+    ports = [int(a.rpartition(":")[2]) for a in flags.get("--listen", [])]
+    p.check(ports and not any(port in r for port in ports for r in OPENSHIFT_TAKEN_PORTS),
+            f"--listen ports {ports or [SHIM_DEFAULT_PORT]} collide with OpenShift's on a master")
+    p.check(flags.get("--kubelet-config") == [OPENSHIFT_KUBELET_CONFIG] and
+            flags.get("--static-pod-manifest") == [OPENSHIFT_APISERVER_MANIFEST],
+            f"kubelet files {flags.get('--kubelet-config')} {flags.get('--static-pod-manifest')}, "
+            f"want {OPENSHIFT_KUBELET_CONFIG} and {OPENSHIFT_APISERVER_MANIFEST}")
+    p.check("--ensure-inhibit-delay" not in flags,
+            "--ensure-inhibit-delay would rewrite the drop-in MCO owns (config drift)")
+    p.check(not any(f.startswith("--upstream-") for f in flags),
+            "an upstream check on OpenShift needs a CA path that stays (see the unit's comment)")
+    p.check(mounted_at(mounts, DBUS_SOCKET) is not None,
+            f"the host's {DBUS_SOCKET} is not mounted at the same path")
+    # Every path the shim reads or writes is the host's, mounted at the same place.
+    log_dir = os.path.dirname(flags.get("--event-log", [""])[0])
+    state_dir = flags.get("--state-dir", [DEFAULT_STATE_DIR])[0]
+    for path, writable in [(log_dir, True), (state_dir, True),
+                           (OPENSHIFT_KUBELET_CONFIG, False), (OPENSHIFT_APISERVER_MANIFEST, False),
+                           (flags.get("--logind-conf-dir", [DEFAULT_LOGIND_CONF_DIR])[0], False)]:
+        mount = mounted_at(mounts, path)
+        p.check(mount is not None and not (writable and "ro" in mount[1]),
+                f"{path} is not the host's{' (writable)' if writable else ''} in the container")
+    # A file's bind mount keeps the inode it found: the operator's rename of a new revision's
+    # manifest would never be seen (kubelet.conf changes only with a reboot, a new container).
+    manifest_mount = mounted_at(mounts, OPENSHIFT_APISERVER_MANIFEST)
+    p.check(manifest_mount is not None and manifest_mount[0] != OPENSHIFT_APISERVER_MANIFEST,
+            "the manifest is mounted as a file, not its directory")
+    p.check(log_dir == "/var/log/shutdown-shim" and state_dir == DEFAULT_STATE_DIR,
+            f"event log in {log_dir}, state in {state_dir}: not the unit's LogsDirectory and "
+            "RuntimeDirectory")
+
+    # podman stop gives the SIGTERM path its hold; systemd waits longer than podman.
+    drain = go_duration_s(flags.get("--drain-delay", [f"{SHIM_DEFAULT_DRAIN_S}s"])[0])
+    exit_timeout = go_duration_s(
+        flags.get("--exit-timeout", [f"{SHIM_DEFAULT_EXIT_TIMEOUT_S}s"])[0])
+    hold = needed_s(drain, exit_timeout)
+    stop_timeout = int((opts.get("--stop-timeout") or ["10"])[0])
+    p.check(stop_timeout >= hold, f"--stop-timeout={stop_timeout} is below drain + exit timeout "
+            f"+ margin ({hold:g}s)")
+    stop = systemd_timespan_s(one("TimeoutStopSec") or "90")
+    p.check(stop > stop_timeout, f"TimeoutStopSec={stop:g}s does not outlast podman stop's "
+            f"{stop_timeout}s")
+    p.check(inhibit_max is not None and inhibit_max >= hold,
+            f"InhibitDelayMaxSec={inhibit_max} is below the hold ({hold:g}s)")
+
+    # The KubeletConfig: kube-apiserver's group outlasts the hold and the pod's grace, kubelet's
+    # total fits in the drop-in's InhibitDelayMaxSec (which sorts after 99-kubelet.conf).
+    with open(args.kubeletconfig) as f:
+        kc = yaml.safe_load(f)
+    p.check(kc.get("kind") == "KubeletConfig" and
+            ((kc.get("spec") or {}).get("machineConfigPoolSelector") or {}).get("matchLabels") ==
+            {"pools.operator.machineconfiguration.openshift.io/master": ""},
+            "the KubeletConfig does not select the master pool")
+    kubelet = (kc.get("spec") or {}).get("kubeletConfig") or {}
+    total = go_duration_s(kubelet.get("shutdownGracePeriod", "0"))
+    critical = go_duration_s(kubelet.get("shutdownGracePeriodCriticalPods", "0"))
+    p.check(OPENSHIFT_APISERVER_PRIORITY >= OPENSHIFT_CRITICAL_PRIORITY and
+            critical >= max(drain + exit_timeout, OPENSHIFT_APISERVER_GRACE_S),
+            f"shutdownGracePeriodCriticalPods {critical:g}s: kubelet's SIGKILL would cut the "
+            f"drain ({drain + exit_timeout:g}s) or the pod's {OPENSHIFT_APISERVER_GRACE_S}s")
+    p.check(critical < total <= (inhibit_max or 0),
+            f"shutdownGracePeriod {total:g}s: not above the critical pods' {critical:g}s, or "
+            f"above logind's InhibitDelayMaxSec {inhibit_max}")
+    print(f"{MC_UNIT_NAME}: image {image}, podman stop {stop_timeout}s for a hold of {hold:g}s, "
+          f"listen {ports}; kubelet groups {total - critical:g}s + {critical:g}s, logind "
+          f"InhibitDelayMaxSec {inhibit_max}")
+    return p.finish(f"MachineConfig {args.machineconfig} and KubeletConfig {args.kubeletconfig}")
+
+
 # --- HAProxy ------------------------------------------------------------------------------------
 
 HAPROXY_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400, "": 1e-3}
@@ -772,9 +1046,15 @@ def main():
     haproxy = sub.add_parser("haproxy")
     haproxy.add_argument("--cfg", required=True)
     haproxy.add_argument("--unit", required=True)
+    machineconfig = sub.add_parser("machineconfig")
+    machineconfig.add_argument("--machineconfig", required=True)
+    machineconfig.add_argument("--kubeletconfig", required=True)
+    machineconfig.add_argument("--dropin", required=True)
+    machineconfig.add_argument("--shim", required=True)
     args = parser.parse_args()
     checks = {"unit": check_unit, "logind-dropin": check_logind_dropin,
-              "manifests": check_manifests, "haproxy": check_haproxy}
+              "manifests": check_manifests, "haproxy": check_haproxy,
+              "machineconfig": check_machineconfig}
     return checks[args.what](args)
 
 
