@@ -7,10 +7,9 @@ a loopback interface) from overlay layers: the cached debootstrap root file syst
 (scripts/debian-rootfs); the bare node layer (a stand-in container runtime running
 kube-apiserver, a /readyz watcher, and the .deb that scripts/package --deb-only built); the
 package layer, in which apt-get installed that .deb as an operator does, before the node's first
-boot (cases install, upgrade... which install it themselves on a booted node leave this one
-out); and the case's own writable layer. The mounts live in a private mount namespace
-of this process, each container runs in a cgroup of its own, and nothing is stopped but by the PID
-this driver started.
+boot (the install case, which installs it on the booted node, leaves this one out); and the
+case's own writable layer. The mounts live in a private mount namespace of this process, each
+container runs in a cgroup of its own, and nothing is stopped but by the PID this driver started.
 
 The container shares the machine's CLOCK_MONOTONIC, so the journal's __MONOTONIC_TIMESTAMP, the
 shim's event log (monotonic_us), the stand-in apiserver's logs and this driver's clock all read
