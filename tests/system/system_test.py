@@ -3,12 +3,13 @@
 through real systemd, logind and dbus under systemd-nspawn.
 
 Each case boots a container of its own (its own PID 1, journald, dbus-daemon and logind, and only
-a loopback interface) from three overlay layers: the cached debootstrap root file system
-(scripts/debian-rootfs); the node layer, which is the shim's `meson install --destdir` of a
-release build (scripts/release-install), a stand-in container runtime running kube-apiserver and
-a /readyz watcher; and the case's own writable layer. The mounts live in a private mount namespace
-of this process, each container runs in a cgroup of its own, and nothing is stopped but by the PID
-this driver started.
+a loopback interface) from overlay layers: the cached debootstrap root file system
+(scripts/debian-rootfs); the bare node layer (a stand-in container runtime running
+kube-apiserver, a /readyz watcher, and the .deb that scripts/package --deb-only built); the
+package layer, in which apt-get installed that .deb as an operator does, before the node's first
+boot (the install case, which installs it on the booted node, leaves this one out); and the
+case's own writable layer. The mounts live in a private mount namespace of this process, each
+container runs in a cgroup of its own, and nothing is stopped but by the PID this driver started.
 
 The container shares the machine's CLOCK_MONOTONIC, so the journal's __MONOTONIC_TIMESTAMP, the
 shim's event log (monotonic_us), the stand-in apiserver's logs and this driver's clock all read
@@ -49,6 +50,10 @@ WATCHDOG_S = 5  # the lifecycle case's WatchdogSec= (the shipped 30 s would make
 KUBELET_GRACE_S = 12  # the stand-in kubelet's hold in kill-hold: longer than the drain
 KUBELET_DROPIN_S = 300  # item 3: kubelet's 99-kubelet.conf above the shim's vendor 150 s
 SECURITY_EXPOSURE_MAX = 2.3  # `systemd-analyze security` of the unit when this suite was added
+# Where the bare node keeps the .deb (the operator's copy): install, upgrade and the node layer
+# install it from there.
+PACKAGE_DIR = Path("/var/cache/system-test")
+SETTINGS_MARK = "# system test"  # heads the settings appended to /etc/default/shutdown-shim
 US = 1_000_000
 CAP_KILL = 1 << 5
 CAP_SYS_BOOT = 1 << 22
@@ -148,6 +153,15 @@ def from_logind(text):
     return lambda e: e.get("SYSLOG_IDENTIFIER") == "systemd-logind" and text in e["MESSAGE"]
 
 
+def in_cgroups(cgroups, argv):
+    """argv, started in cgroups of its own. The container's PID 1 (systemd or nspawn's stub) makes
+    the cgroup it starts in its own: one per container, so that parallel containers never share
+    "payload" and "supervisor"."""
+    join = ('for c in "$@"; do [ "$c" = -- ] && break; echo $$ >"$c/cgroup.procs"; shift; '
+            'done; shift; exec "$@"')
+    return ["sh", "-c", join, "sh", *map(str, cgroups), "--", *argv]
+
+
 class Node:
     """One boot of the node: systemd-nspawn -b on an overlay root, driven with nsenter."""
 
@@ -168,14 +182,10 @@ class Node:
         self.pid1 = None
         for cgroup in self.cgroups:
             cgroup.mkdir(parents=True, exist_ok=True)
-        # The container's PID 1 makes the cgroup it starts in its own: one per container, so
-        # that parallel cases never share "payload" and "supervisor".
-        join = ('for c in "$@"; do [ "$c" = -- ] && break; echo $$ >"$c/cgroup.procs"; shift; '
-                'done; shift; exec "$@"')
-        argv = ["sh", "-c", join, "sh", *map(str, self.cgroups), "--",
-                "systemd-nspawn", "--boot", f"--directory={self.root}", f"--machine={self.name}",
-                "--register=no", "--keep-unit", "--private-network", "--console=pipe",
-                "--link-journal=no"]
+        argv = in_cgroups(self.cgroups, [
+            "systemd-nspawn", "--boot", f"--directory={self.root}", f"--machine={self.name}",
+            "--register=no", "--keep-unit", "--private-network", "--console=pipe",
+            "--link-journal=no"])
         self.console = open(self.dir / "console.log", "a")
         self.nspawn = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.console,
                                        stderr=subprocess.STDOUT, start_new_session=True,
@@ -223,6 +233,45 @@ class Node:
 
     def inhibitors(self):
         return self.sh("systemd-inhibit", "--list", "--no-pager", "--no-legend").stdout
+
+    def delay_locks(self):
+        """logind's delay locks on shutdown, from ListInhibitors: [(who, pid)]."""
+        out = self.sh("busctl", "--json=short", "call", "org.freedesktop.login1",
+                      "/org/freedesktop/login1", "org.freedesktop.login1.Manager",
+                      "ListInhibitors").stdout
+        return [(who, str(pid)) for what, who, _why, mode, _uid, pid in json.loads(out)["data"][0]
+                if mode == "delay" and "shutdown" in what.split(":")]
+
+    def apt(self, *args, log=None):
+        """apt-get as an operator runs it on the node (no questions asked); its output goes to
+        log. A failure ends the case with apt's last lines."""
+        out = self.sh("env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-y", "-q", *args,
+                      check=False, timeout=300)
+        if log:
+            with open(self.dir / log, "a") as f:
+                f.write(f"$ apt-get {' '.join(args)}\n{out.stdout}\n")
+        if out.returncode != 0:
+            raise RuntimeError(f"apt-get {' '.join(args)} exited {out.returncode}: "
+                               + out.stdout[-1500:])
+        return out.stdout
+
+    def alive(self, pid):
+        return self.sh("test", "-d", f"/proc/{pid}", check=False).returncode == 0
+
+    def apiserver_pid(self):
+        return self.sh("cat", "/run/kube-apiserver.pid", check=False).stdout.strip()
+
+    def apiserver_lifecycle(self):
+        """The stand-in's lifecycle log: [WORD] (LISTENING, UNREADY, STOPPED_LISTENING, EXIT)."""
+        path = self.root / "var/log/system-test/apiserver-lifecycle.log"
+        try:
+            return [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    def journal(self):
+        self.sh("journalctl", "--sync", check=False)
+        return Journal(self.root)
 
     def events(self):
         path = self.root / "var/log/shutdown-shim/events.jsonl"
@@ -649,12 +698,259 @@ def ordering(node: Node, r: Result):
     })
 
 
+def package_deb(node: Node):
+    """The .deb in the bare node's PACKAGE_DIR (the one file prepare_bare_layer put there)."""
+    debs = sorted((node.root / PACKAGE_DIR.relative_to("/")).glob("shutdown-shim_*.deb"))
+    if len(debs) != 1:
+        raise RuntimeError(f"{PACKAGE_DIR} holds {[d.name for d in debs]}, not one .deb")
+    return str(PACKAGE_DIR / debs[0].name)
+
+
+def shim_locks(node: Node):
+    """The PIDs of the shim's delay locks that logind lists."""
+    return [pid for who, pid in node.delay_locks() if who == "shutdown-shim"]
+
+
+def install(node: Node, r: Result):
+    """apt-get install on a booted node that has never had the package: the package enables and
+    starts its unit and reloads logind itself, the operator does nothing else."""
+    node.start()
+    node.wait_for(node.apiserver_pid, 30, "kube-apiserver running")
+    listed = node.sh("systemctl", "list-unit-files", "--no-legend", "shutdown-shim.service",
+                     check=False).stdout.strip()
+    delay_before = node.logind_delay_us()
+    r.expect(not listed, f"the bare node already knows the unit: {listed}")
+    # logind's built-in 5 s: nothing on the bare node configures it, so 150 s afterwards is the
+    # package's drop-in, read at the postinst's SIGHUP.
+    r.expect(delay_before == 5 * US, f"logind on the bare node: {delay_before / US:g} s, not 5 s")
+    events_before = len(node.events())
+    t0 = now_us()
+    node.apt("install", package_deb(node), log="apt.log")
+    t1 = now_us()
+    j = node.journal()
+    main_pid = node.unit("MainPID")
+    comm = node.sh("cat", f"/proc/{main_pid}/comm", check=False).stdout.strip()
+    enabled = node.sh("systemctl", "is-enabled", "shutdown-shim.service", check=False).stdout
+    started_t, _ = j.first(from_pid1("Started shutdown-shim.service"), t0)
+    reloaded_t, _ = j.first(from_logind("Config file reloaded"), t0)
+    taken = [e for e in node.events()[events_before:] if e["event"] == "InhibitorTaken"]
+    shim_started = [e["monotonic_us"] for e in node.events()[events_before:]
+                    if e["event"] == "Started"]
+    r.expect(enabled.strip() == "enabled", f"systemctl is-enabled: {enabled.strip()!r}")
+    r.expect(node.unit("ActiveState") == "active" and comm == "shutdown-shim",
+             f"the unit is {node.unit('ActiveState')}, its MainPID {main_pid} is {comm!r}")
+    # deb-systemd-invoke start waits for the start job, and Type=notify ends that job only at
+    # READY=1: when apt-get returns, the shim has its lock.
+    r.expect(started_t is not None and started_t <= t1,
+             "PID 1 logged no 'Started shutdown-shim.service' before apt-get returned")
+    r.expect(taken, "no InhibitorTaken from the shim the package started")
+    r.expect(shim_locks(node) == [main_pid],
+             f"logind's delay locks {node.delay_locks()}, not the shim's (PID {main_pid})")
+    delay = node.logind_delay_us()
+    shim_dropin = node.root / "etc/systemd/logind.conf.d/zz-shutdown-shim.conf"
+    r.expect(delay == 150 * US, f"logind's InhibitDelayMaxUSec is {delay / US:g} s, not 150 s")
+    r.expect(reloaded_t is not None and reloaded_t <= t1,
+             "logind logged no 'Config file reloaded' during apt-get install (postinst's SIGHUP)")
+    # Had logind not reloaded before the shim's start, the shim would have found 5 s and written
+    # a drop-in of its own (with its 149 s for the default 70 s + 65 s).
+    r.expect(not shim_dropin.exists(), f"the shim wrote {shim_dropin.name}: logind had not "
+             "reloaded the package's 150 s when it started")
+    # The package's defaults: the upstream check wants kubeadm's CA (not on this node) and keeps
+    # /readyz at 503; every other check passes.
+    node.wait_for(lambda: node.curl("/readyz?exclude=upstream") == "200", 30,
+                  "/readyz?exclude=upstream answering 200")
+    code = node.curl()
+    verbose = run(["nsenter", f"--target={node.pid1}", "--net", "--", "curl", "-s",
+                   "http://127.0.0.1:6080/readyz?verbose"], check=False).stdout
+    r.expect(code == "503" and "[+]inhibitor ok" in verbose and "[-]upstream failed" in verbose,
+             f"/readyz {code}, verbose {verbose!r}")
+    r.expect(not node.apiserver_signals(), "kube-apiserver got a signal at the install")
+    r.facts.update({
+        "apt-get install": ms(t1, t0),
+        "logind reloaded / shim Started (PID 1)": f"{ms(reloaded_t, t0)} / {ms(started_t, t0)}",
+        "shim's Started event": ms(shim_started[0] if shim_started else None, t0),
+        "logind InhibitDelayMaxSec": f"{delay_before / US:g} s -> {delay / US:g} s",
+        "is-enabled, MainPID": f"{enabled.strip()}, {main_pid} ({comm})",
+        "/readyz, ?exclude=upstream": f"{code}, {node.curl('/readyz?exclude=upstream')}",
+    })
+    node.power_off_now()
+
+
+def upgrade(node: Node, r: Result):
+    """An upgrade (apt-get install --reinstall of the same version runs the same maintainer
+    scripts: prerm upgrade, postinst configure with the old version) restarts the shim and never
+    signals kube-apiserver."""
+    node.start()
+    node.wait_ready()
+    pid_before = node.unit("MainPID")
+    invocation_before = node.unit("InvocationID")
+    apiserver_before = node.apiserver_pid()
+    events_before = len(node.events())
+    r.expect(shim_locks(node) == [pid_before], f"logind's delay locks: {node.delay_locks()}")
+    t0 = now_us()
+    node.apt("install", "--reinstall", package_deb(node), log="apt.log")
+    t1 = now_us()
+    # deb-systemd-invoke restart returns once the new start job is done (Type=notify: READY=1),
+    # so a restart shows at once; without one, waiting for a new run would only time out.
+    pid_after = node.unit("MainPID")
+    restarted = r.expect(pid_after != pid_before, f"MainPID {pid_before} still runs after "
+                                                  "apt-get: the upgrade did not restart the shim")
+    ready_again = node.wait_ready(after_event=events_before) if restarted else None
+    j = node.journal()
+    after = node.events()[events_before:]
+    kinds = [e["event"] for e in after]
+    old_run = [e for e in after if str(e.get("pid")) == pid_before]
+    new_run = [e["event"] for e in after if str(e.get("pid")) == pid_after]
+    stopping_t, _ = j.first(from_pid1("Stopping shutdown-shim.service"), t0)
+    started_t, _ = j.first(from_pid1("Started shutdown-shim.service"), t0)
+    readyz = [(t, m.split()[-1]) for t, m in
+              j.all(lambda e: e["MESSAGE"].startswith("vm-test: readyz "), t0)]
+    lifecycle = node.apiserver_lifecycle()
+    # The restart: PID 1 stopped and started the unit inside apt-get's run, with a new
+    # invocation, a new main process (the old one gone) and a new Started event in the log.
+    r.expect(None not in (stopping_t, started_t) and t0 <= stopping_t <= started_t <= t1,
+             "PID 1 did not stop and start shutdown-shim.service during apt-get")
+    r.expect(not node.alive(pid_before), f"the old shim (PID {pid_before}) still runs")
+    r.expect(node.unit("InvocationID") != invocation_before, "the same invocation of the unit")
+    r.expect(new_run[:1] == ["Started"] and "InhibitorTaken" in new_run,
+             f"the new run's events: {new_run}")
+    # The old run's last word: its SIGTERM came from the restart, not from a stopping PID 1.
+    r.expect(any(e["event"] == "InhibitorReleased" and "without signalling" in e["message"]
+                 for e in old_run),
+             f"the old run did not say it stopped without signalling: {old_run}")
+    r.expect(shim_locks(node) == [pid_after],
+             f"logind's delay locks after the upgrade {node.delay_locks()}, not the new shim's "
+             f"(PID {pid_after}) alone")
+    # kube-apiserver all along: the same process, alive, its lifecycle log only LISTENING (it
+    # logs UNREADY when a signal starts its shutdown, EXIT when it exits), no signal logged.
+    r.expect(node.apiserver_pid() == apiserver_before and node.alive(apiserver_before),
+             f"kube-apiserver's PID {apiserver_before} -> {node.apiserver_pid()}")
+    r.expect(lifecycle == ["LISTENING"], f"kube-apiserver's lifecycle log: {lifecycle}")
+    r.expect(not node.apiserver_signals(),
+             f"kube-apiserver got {len(node.apiserver_signals())} signals at the upgrade")
+    # Any SIGTERM turns the shim unready and makes it ask PID 1 (ShutdownInitiated); PID 1 said
+    # "running", so nothing was forwarded.
+    r.expect("SignalForwarded" not in kinds, f"a signal was forwarded at the upgrade: {kinds}")
+    # The operator's settings survive: an unchanged conffile the operator edited is kept.
+    r.expect(SETTINGS_MARK in (node.root / "etc/default/shutdown-shim").read_text(),
+             "the upgrade replaced the edited /etc/default/shutdown-shim")
+    r.facts.update({
+        "apt-get install --reinstall": ms(t1, t0),
+        "PID 1 Stopping / Started": f"{ms(stopping_t, t0)} / {ms(started_t, t0)}",
+        "MainPID": f"{pid_before} -> {pid_after}",
+        "ready again (200, lock)": ms(ready_again, t0),
+        "readyz watcher": " ".join(f"{code}@{ms(t, t0)}" for t, code in readyz) or "no change",
+        "kube-apiserver": f"PID {apiserver_before}, lifecycle {' '.join(lifecycle)}, "
+                          f"{len(node.apiserver_signals())} signals",
+        "old run's last events": "; ".join(f"{e['event']}: {e['message']}" for e in old_run),
+        "new run's events": " ".join(new_run),
+    })
+    node.power_off_now()
+
+
+def operator_dropin(root: Path):
+    # logind at its built-in 5 s (as in ensure), so that the shim writes its drop-in; and a
+    # drop-in of the operator's own in the same directory, which purge must leave alone.
+    no_vendor_dropin(root)
+    write(root / "etc/systemd/logind.conf.d/10-operator.conf",
+          "# The operator's own logind setting\n[Login]\nHandlePowerKey=ignore\n")
+
+
+def purge(node: Node, r: Result):
+    """apt-get remove, then purge, on a running node: remove stops the shim (no signal to
+    kube-apiserver) and keeps its conffile; purge takes the conffile and what the shim wrote
+    (its logind drop-in) and keeps the event log."""
+    node.start()
+    node.wait_ready()
+    etc = node.root / "etc"
+    shim_dropin = etc / "systemd/logind.conf.d/zz-shutdown-shim.conf"
+    event_log = node.root / "var/log/shutdown-shim/events.jsonl"
+    needed = EXIT_TIMEOUT_S + DRAIN_S + 5
+    r.expect(shim_dropin.exists() and node.logind_delay_us() == needed * US,
+             f"the shim did not raise logind to {needed} s with its drop-in")
+    r.expect(event_log.exists() and event_log.stat().st_size > 0, "no event log")
+    main_pid = node.unit("MainPID")
+    apiserver = node.apiserver_pid()
+
+    t0 = now_us()
+    node.apt("remove", "shutdown-shim", log="apt.log")
+    t1 = now_us()
+    j = node.journal()
+    stopped_t, _ = j.first(from_pid1("Stopped shutdown-shim.service"), t0)
+    removed = node.sh("dpkg-query", "-W", "-f=${db:Status-Abbrev}", "shutdown-shim",
+                      check=False).stdout.strip()
+    conffile = etc / "default/shutdown-shim"
+    r.expect(stopped_t is not None and stopped_t <= t1,
+             "PID 1 logged no 'Stopped shutdown-shim.service' during apt-get remove")
+    r.expect(not node.alive(main_pid), f"the shim (PID {main_pid}) still runs after remove")
+    r.expect(node.unit("ActiveState") == "inactive",
+             f"the unit is {node.unit('ActiveState')} after remove")
+    r.expect(not shim_locks(node), f"logind still lists the shim's lock: {node.delay_locks()}")
+    r.expect(removed == "rc", f"dpkg's state after remove: {removed!r}, not rc (config-files)")
+    r.expect(conffile.exists() and SETTINGS_MARK in conffile.read_text(),
+             "remove did not keep /etc/default/shutdown-shim with the operator's settings")
+    r.expect(shim_dropin.exists(), "remove took the shim's logind drop-in (purge's job)")
+    r.expect(not (node.root / "usr/bin/shutdown-shim").exists()
+             and not (node.root / "lib/systemd/system/shutdown-shim.service").exists(),
+             "remove left the binary or the unit file")
+    signals_at_remove = len(node.apiserver_signals())
+
+    t2 = now_us()
+    node.apt("purge", "shutdown-shim", log="apt.log")
+    t3 = now_us()
+    j = node.journal()
+    reloaded = j.all(from_logind("Config file reloaded"), t2)
+    enabled = node.sh("systemctl", "is-enabled", "shutdown-shim.service", check=False)
+    listed = node.sh("systemctl", "list-unit-files", "--no-legend", "shutdown-shim.service",
+                     check=False).stdout.strip()
+    wants = etc / "systemd/system/multi-user.target.wants/shutdown-shim.service"
+    # dpkg forgets a purged package: "no packages found" (exit 1), or "un" while apt's
+    # bookkeeping still names it.
+    known = node.sh("dpkg-query", "-W", "-f=${db:Status-Abbrev}", "shutdown-shim", check=False)
+    status = known.stdout.strip() if known.returncode == 0 else "unknown to dpkg"
+    delay = node.logind_delay_us()
+    r.expect(not conffile.exists(), "purge left /etc/default/shutdown-shim")
+    r.expect(not shim_dropin.exists(), f"purge left the shim's {shim_dropin.name}")
+    r.expect((etc / "systemd/logind.conf.d/10-operator.conf").exists(),
+             "purge took the operator's own logind drop-in")
+    r.expect(event_log.exists() and event_log.stat().st_size > 0,
+             "purge took /var/log/shutdown-shim/events.jsonl")
+    r.expect(not (node.root / "run/shutdown-shim").exists(), "purge left /run/shutdown-shim")
+    r.expect(enabled.returncode != 0 and "enabled" not in enabled.stdout.split(),
+             f"systemctl is-enabled after purge: {enabled.returncode} {enabled.stdout.strip()!r}")
+    r.expect(not listed and not os.path.lexists(wants),
+             f"systemctl still knows the unit ({listed!r}) or its wants link is left")
+    r.expect(status in ("unknown to dpkg", "un"), f"dpkg's state after purge: {status!r}")
+    # postrm's SIGHUP: logind drops the shim's 32 s and is back at its built-in 5 s.
+    r.expect(reloaded and delay == 5 * US,
+             f"logind after purge: {delay / US:g} s, {len(reloaded)} reloads (expected 5 s)")
+    r.expect(node.alive(apiserver) and node.apiserver_lifecycle() == ["LISTENING"],
+             f"kube-apiserver did not run through: {node.apiserver_lifecycle()}")
+    r.expect(not node.apiserver_signals(),
+             f"kube-apiserver got {len(node.apiserver_signals())} signals (remove: "
+             f"{signals_at_remove})")
+    r.facts.update({
+        "apt-get remove": ms(t1, t0),
+        "shim Stopped (PID 1)": ms(stopped_t, t0),
+        "apt-get purge": ms(t3, t2),
+        "logind after purge": f"{delay / US:g} s ({len(reloaded)} reload)",
+        "dpkg after remove / purge": f"{removed} / {status}",
+        "is-enabled after purge": f"exit {enabled.returncode}: {enabled.stdout.strip()}",
+        "left after purge": ", ".join(str(p.relative_to(node.root)) for p in
+                                      (event_log, etc / "systemd/logind.conf.d/10-operator.conf")
+                                      if p.exists()),
+        "SIGTERMs at kube-apiserver": str(len(node.apiserver_signals())),
+    })
+    node.power_off_now()
+
+
 @dataclasses.dataclass
 class Case:
     name: str
     what: str
     configure: Callable[[Path], None]
     drive: Callable[[Node, Result], None]
+    node: str = "package"  # "package": installed before the boot; "bare": not installed
 
 
 CASES = [
@@ -670,19 +966,47 @@ CASES = [
          kubelet_lock, kill_hold),
     Case("ordering", "reboot.target started without logind: the shim drains before the "
                      "runtime stops kube-apiserver's scope", lambda root: None, ordering),
+    Case("install", "apt-get install on a booted node without the package: enabled, started, "
+                    "logind reloaded", lambda root: None, install, node="bare"),
+    Case("upgrade", "apt-get install --reinstall of the running package: a restart, no signal",
+         lambda root: None, upgrade),
+    Case("purge", "apt-get remove, then purge: stopped, conffile kept, then the shim's state "
+                  "gone but its event log", operator_dropin, purge),
 ]
 
 
 # --- the node layer and the run ----------------------------------------------------------------
 
-def prepare_node_layer(rootfs: Path, build_root: Path, apiserver: Path, directory: Path):
-    """The shim as a package installs it, plus the node's other parts, as one overlay layer."""
+def build_package(build_root: Path):
+    """The .deb an operator installs: scripts/package --deb-only into BUILD/package (incremental:
+    BUILD/package/.work keeps dpkg-buildpackage's build folder). Returns its path."""
+    out = build_root / "package"
+    log = build_root / "package.log"
+    started = time.monotonic()
+    with open(log, "w") as f:
+        status = subprocess.run([str(REPO / "scripts/package"), "--deb-only", str(out)],
+                                stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                timeout=3600).returncode
+    text = log.read_text()
+    if status != 0:
+        raise RuntimeError(f"scripts/package --deb-only {out} exited {status}:\n{text[-3000:]}")
+    # Not the -dbgsym package: it is shutdown-shim-dbgsym_*.
+    debs = sorted(out.glob("shutdown-shim_*.deb"))
+    if len(debs) != 1:
+        raise RuntimeError(f"scripts/package left {[d.name for d in debs]} in {out}, not one .deb")
+    built = [line for line in text.splitlines() if line.startswith("scripts/package: built")]
+    print(f"system: {built[-1] if built else debs[0].name} "
+          f"({time.monotonic() - started:.0f} s with lintian)")
+    return debs[0]
+
+
+def prepare_bare_layer(rootfs: Path, apiserver: Path, deb: Path, directory: Path):
+    """A control-plane node without the package: the stand-in runtime running kube-apiserver, the
+    /readyz watcher, and the .deb in PACKAGE_DIR where the operator copied it."""
     layer = Overlay([rootfs], directory)
     layer.mount()
     try:
         root = layer.root
-        subprocess.run([str(REPO / "scripts/release-install"), str(build_root / "release"),
-                        str(root)], check=True)
         shutil.copy2(apiserver, root / "usr/local/bin/kube-apiserver")
         lib = root / "usr/local/lib/system-test"
         lib.mkdir(parents=True)
@@ -698,16 +1022,58 @@ def prepare_node_layer(rootfs: Path, build_root: Path, apiserver: Path, director
         shutil.copy2(VM_GUEST / "vm-readyz-watch.service", root / "etc/systemd/system")
         write(root / "etc/system-test/apiserver.env",
               f"APISERVER_SHUTDOWN_DELAY={APISERVER_SHUTDOWN_DELAY}\n")
-        # The operator's settings, where the installed unit reads them. The stand-in apiserver
+        # World-readable, so that apt's _apt user can read it (else apt warns and reads it as
+        # root).
+        package_dir = root / PACKAGE_DIR.relative_to("/")
+        package_dir.mkdir(parents=True, mode=0o755)
+        shutil.copy2(deb, package_dir)
+        (package_dir / deb.name).chmod(0o644)
+        run(["systemctl", f"--root={root}", "enable", "containerd.service",
+             "vm-readyz-watch.service"])
+    finally:
+        layer.unmount()
+    return layer.upper
+
+
+def prepare_package_layer(lowers, deb: Path, directory: Path, cgroup_parent):
+    """The bare node with the package installed by apt, as an operator installs it before the
+    node boots, and the operator's settings appended to its conffile."""
+    layer = Overlay(lowers, directory)
+    layer.mount()
+    cgroups = [Path("/sys/fs/cgroup") / h / cgroup_parent / "node-layer"
+               for h in ("systemd", "unified")]
+    try:
+        root = layer.root
+        for cgroup in cgroups:
+            cgroup.mkdir(parents=True, exist_ok=True)
+        # apt-get in the node's root under nspawn's stub init, without booting it: no systemd
+        # runs, so the maintainer scripts only enable the unit (deb-systemd-invoke and the
+        # postinst's logind reload need /run/systemd/system). --private-network: apt gets no
+        # network, so every Depends must already be in the root file system (scripts/debian-rootfs).
+        out = run(in_cgroups(cgroups, [
+            "systemd-nspawn", "--quiet", f"--directory={root}", "--machine=shim-node-layer",
+            "--register=no", "--keep-unit", "--private-network", "--console=pipe", "--as-pid2",
+            "--link-journal=no", "--resolv-conf=off", "--timezone=off",
+            "--setenv=DEBIAN_FRONTEND=noninteractive", "--",
+            "apt-get", "-y", "-q", "install", str(PACKAGE_DIR / deb.name)]),
+            check=False, timeout=600, stdin=subprocess.DEVNULL)
+        (directory.parent / "node-layer-apt.log").write_text(out.stdout)
+        if out.returncode != 0:
+            raise RuntimeError(f"apt-get install {deb.name} in the node layer exited "
+                               f"{out.returncode}:\n{out.stdout[-3000:]}")
+        wants = root / "etc/systemd/system/multi-user.target.wants/shutdown-shim.service"
+        if not wants.is_symlink():
+            raise RuntimeError(f"the package did not enable its unit (no {wants})\n{out.stdout}")
+        # The operator's settings, appended to the package's conffile. The stand-in apiserver
         # serves plain HTTP: the upstream check probes it there, and the shipped default (https,
         # kubeadm's CA) would keep the node unready.
         with open(root / "etc/default/shutdown-shim", "a") as env:
-            env.write(f"\n# system test\nSHUTDOWN_SHIM_DRAIN_DELAY={DRAIN_S}s\n"
+            env.write(f"\n{SETTINGS_MARK}\nSHUTDOWN_SHIM_DRAIN_DELAY={DRAIN_S}s\n"
                       f"SHUTDOWN_SHIM_EXIT_TIMEOUT={EXIT_TIMEOUT_S}s\n"
                       f"SHUTDOWN_SHIM_UPSTREAM={UPSTREAM}\n")
-        run(["systemctl", f"--root={root}", "enable", "shutdown-shim.service",
-             "containerd.service", "vm-readyz-watch.service"])
     finally:
+        for cgroup in cgroups:
+            remove_cgroup(cgroup)
         layer.unmount()
     return layer.upper
 
@@ -746,7 +1112,7 @@ def skip(why):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-root", required=True, type=Path,
-                        help="the meson build root (the stand-in apiserver; release/ is made here)")
+                        help="the meson build root (the stand-in apiserver; package/ is made here)")
     parser.add_argument("--case", action="append", choices=[c.name for c in CASES])
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -793,11 +1159,22 @@ def run_suite(args):
     cgroup_parent = f"shutdown-shim-system-test.{os.getpid()}"
     ok = False
     try:
-        node_layer = prepare_node_layer(rootfs, args.build_root, apiserver, work / "node")
-        print(f"system: node layer ready ({time.monotonic() - started:.0f} s)")
+        try:
+            deb = build_package(args.build_root)
+            fields = run(["dpkg-deb", "-f", str(deb), "Version", "Depends"]).stdout
+            print("system: " + "; ".join(fields.strip().splitlines()))
+            t = time.monotonic()
+            bare = prepare_bare_layer(rootfs, apiserver, deb, work / "bare")
+            package = prepare_package_layer([bare, rootfs], deb, work / "node", cgroup_parent)
+        except (RuntimeError, subprocess.SubprocessError) as e:
+            print(f"system: FAIL: {e}", file=sys.stderr)
+            return 1
+        print(f"system: node layers ready in {time.monotonic() - t:.0f} s (apt-get install: "
+              f"{work / 'node-layer-apt.log'})")
+        layers = {"bare": [bare, rootfs], "package": [package, bare, rootfs]}
         cases = [c for c in CASES if not args.case or c.name in args.case]
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(run_case, c, [node_layer, rootfs], work, cgroup_parent)
+            futures = [pool.submit(run_case, c, layers[c.node], work, cgroup_parent)
                        for c in cases]
             results = [f.result() for f in futures]
         ok = report(cases, results)
