@@ -944,6 +944,37 @@ def purge(node: Node, r: Result):
     node.power_off_now()
 
 
+OPERATOR_ZZ_DROPIN = ("# The operator's own value, masking the package's drop-in of this name\n"
+                      "[Login]\nInhibitDelayMaxSec=200\n")
+
+
+def operator_zz_dropin(root: Path):
+    # What the vendor drop-in's comment tells an operator to do to change the value: a file of
+    # the same name in /etc. 200 s is above what the shim needs, so the shim writes nothing.
+    write(root / "etc/systemd/logind.conf.d/zz-shutdown-shim.conf", OPERATOR_ZZ_DROPIN)
+
+
+def purge_keeps_operator_file(node: Node, r: Result):
+    """apt-get purge with the operator's own zz-shutdown-shim.conf in /etc: it is not the shim's
+    (postrm removes the file only when the shim wrote it), so it stays, unchanged."""
+    node.start()
+    node.wait_ready()
+    dropin = node.root / "etc/systemd/logind.conf.d/zz-shutdown-shim.conf"
+    delay = node.logind_delay_us()
+    r.expect(delay == 200 * US, f"logind at {delay / US:g} s, not the operator's 200 s")
+    r.expect(dropin.read_text() == OPERATOR_ZZ_DROPIN, "the shim rewrote the operator's drop-in")
+    node.apt("purge", "shutdown-shim", log="apt.log")
+    r.expect(dropin.exists() and dropin.read_text() == OPERATOR_ZZ_DROPIN,
+             "purge took or changed the operator's own zz-shutdown-shim.conf")
+    r.expect(not (node.root / "etc/default/shutdown-shim").exists(),
+             "purge left /etc/default/shutdown-shim")
+    r.expect(not node.apiserver_signals(),
+             f"kube-apiserver got {len(node.apiserver_signals())} signals")
+    r.facts.update({"logind before purge": f"{delay / US:g} s",
+                    "operator's drop-in after purge": "kept" if dropin.exists() else "gone"})
+    node.power_off_now()
+
+
 @dataclasses.dataclass
 class Case:
     name: str
@@ -972,6 +1003,8 @@ CASES = [
          lambda root: None, upgrade),
     Case("purge", "apt-get remove, then purge: stopped, conffile kept, then the shim's state "
                   "gone but its event log", operator_dropin, purge),
+    Case("purge-operator-file", "apt-get purge keeps an operator's own zz-shutdown-shim.conf",
+         operator_zz_dropin, purge_keeps_operator_file),
 ]
 
 
