@@ -611,15 +611,21 @@ def render_kustomization(p, kubectl, directory):
     return documents, entries, {(directory / r).resolve() for r in resources}
 
 
+def missing_tool(message):
+    """A tool a check needs is missing: 77 (skipped), or 1 under CI=true, where a skip is a
+    failure."""
+    if os.environ.get("CI") == "true":
+        print(f"FAIL: {message} (CI=true: a skip is a failure)", file=sys.stderr)
+        return 1
+    print(f"SKIP: {message}", file=sys.stderr)
+    return 77
+
+
 def check_manifests(args):
     """The manifests as `kubectl kustomize` renders each kustomization under ROOT."""
     kubectl = os.environ.get("KUBECTL", "")
     if not kubectl:
-        if os.environ.get("CI") == "true":
-            print("no kubectl under CI", file=sys.stderr)
-            return 1
-        print("no kubectl: install Debian's kubernetes-client or set KUBECTL", file=sys.stderr)
-        return 77
+        return missing_tool("no kubectl: install Debian's kubernetes-client or set KUBECTL")
     p = Problems()
     check_shim_defaults(p, args.shim)
     root = Path(args.root)
@@ -780,11 +786,7 @@ def mounted_at(mounts, path):
 def check_machineconfig(args):
     # systemd-analyze verify wants ExecStart's binary: podman (scripts/deps.sh installs it).
     if not os.access(PODMAN, os.X_OK):
-        if os.environ.get("CI") == "true":
-            print(f"FAIL: no {PODMAN} under CI (a skip is a failure)")
-            return 1
-        print(f"SKIP: no {PODMAN}, which systemd-analyze verify needs for the unit's ExecStart")
-        return 77
+        return missing_tool(f"no {PODMAN}, which systemd-analyze verify needs for ExecStart")
     p = Problems()
     check_shim_defaults(p, args.shim)
     doc, config, dropin, unit = load_machineconfig(args.machineconfig)

@@ -15,18 +15,14 @@ import tempfile
 
 import yaml
 
-SKIP = 77
+from check_deployment import missing_tool
 
 
 def main():
     rule_path, test_path = sys.argv[1], sys.argv[2]
     promtool = os.environ.get("PROMTOOL", "")
     if not promtool:
-        if os.environ.get("CI") == "true":
-            print("no promtool under CI", file=sys.stderr)
-            return 1
-        print("no promtool: install Debian's prometheus package or set PROMTOOL", file=sys.stderr)
-        return SKIP
+        return missing_tool("no promtool: install Debian's prometheus package or set PROMTOOL")
     with open(rule_path) as f:
         rule = yaml.safe_load(f)
     if rule.get("apiVersion") != "monitoring.coreos.com/v1" or rule.get("kind") != "PrometheusRule":
