@@ -1011,13 +1011,15 @@ CASES = [
 # --- the node layer and the run ----------------------------------------------------------------
 
 def build_package(build_root: Path):
-    """The .deb an operator installs: scripts/package --deb-only into BUILD/package (incremental:
-    BUILD/package/.work keeps dpkg-buildpackage's build folder). Returns its path."""
+    """The .deb an operator installs: scripts/package --deb-only into BUILD/package, made from
+    BUILD when it is set up as the package's (scripts/test's build/), else compiled in
+    BUILD/package/.work (incremental: the folder is kept). Returns its path."""
     out = build_root / "package"
     log = build_root / "package.log"
     started = time.monotonic()
     with open(log, "w") as f:
-        status = subprocess.run([str(REPO / "scripts/package"), "--deb-only", str(out)],
+        status = subprocess.run([str(REPO / "scripts/package"), "--deb-only",
+                                 f"--build-dir={build_root}", str(out)],
                                 stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
                                 timeout=3600).returncode
     text = log.read_text()
