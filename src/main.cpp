@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   }
   try {
     log.attach(io);
-    shim::event_recorder events(log, cfg.event_log);
+    shim::event_recorder events(log, cfg.event_log,
+                                log.to_journal() ? std::string(shim::journal_socket::kPath) : "");
     shim::shutdown_shim daemon(io, cfg, log, events);
     daemon.start();
     auto outcome = daemon.run();

@@ -14,6 +14,7 @@
 #include <system_error>
 #include <utility>
 
+#include "log/journal_entry.hpp"
 #include "util/boot_id.hpp"
 #include "util/errno_error.hpp"
 #include "util/small_file.hpp"
@@ -61,25 +62,23 @@ std::int64_t clock_microseconds(clockid_t id) {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1'000;
 }
 
-bool is_reserved_event_key(std::string_view key) {
-  return std::find(kReservedEventKeys.begin(), kReservedEventKeys.end(), key) !=
-         kReservedEventKeys.end();
-}
+// When the event happened, on the three clocks of the record.
+struct event_clocks {
+  std::string wall;
+  std::int64_t monotonic_us;
+  std::int64_t boottime_us;
+};
 
-// The record as one JSON line; age_us moves the three clocks back to when the event happened.
+// The record as one JSON line.
 std::string event_line(std::string_view name, std::string_view boot_id, std::string_view cause,
-                       std::string_view message, const log_fields& fields,
-                       std::int64_t monotonic_now, std::int64_t age_us) {
+                       std::string_view message, const log_fields& fields, const event_clocks& at) {
   std::string line;
   line.reserve(256);
   line += '{';
   append_json_string(line, "event", name);
   line += ',';
-  append_json_string(
-      line, "wall",
-      format_wall_time(std::chrono::system_clock::now() - std::chrono::microseconds(age_us)));
-  line += fmt::format(",\"monotonic_us\":{},\"boottime_us\":{},", monotonic_now - age_us,
-                      clock_microseconds(CLOCK_BOOTTIME) - age_us);
+  append_json_string(line, "wall", at.wall);
+  line += fmt::format(",\"monotonic_us\":{},\"boottime_us\":{},", at.monotonic_us, at.boottime_us);
   // Both clocks start again at every boot: the boot id says which boot they count from.
   append_json_string(line, "boot_id", boot_id);
   line += fmt::format(",\"pid\":{},", ::getpid());
@@ -88,9 +87,7 @@ std::string event_line(std::string_view name, std::string_view boot_id, std::str
   append_json_string(line, "message", message);
   for (const auto& [key, value] : fields) {
     line += ',';
-    // Duplicate keys make a JSON object ambiguous (jq keeps the last), so an extra field named
-    // like a fixed key, e.g. the target's "pid", is written as "field_pid".
-    append_json_string(line, is_reserved_event_key(key) ? "field_" + key : key, value);
+    append_json_string(line, event_record_key(key), value);
   }
   line += "}\n";
   return line;
@@ -98,9 +95,18 @@ std::string event_line(std::string_view name, std::string_view boot_id, std::str
 
 }  // namespace
 
-event_recorder::event_recorder(logger& log, std::string path)
+std::string event_record_key(const std::string& key) {
+  // Duplicate keys make a JSON object ambiguous (jq keeps the last), so an extra field named like
+  // a fixed key, e.g. the target's "pid", is written as "field_pid".
+  const bool reserved = std::find(kReservedEventKeys.begin(), kReservedEventKeys.end(), key) !=
+                        kReservedEventKeys.end();
+  return reserved ? "field_" + key : key;
+}
+
+event_recorder::event_recorder(logger& log, std::string path, std::string journal)
     : log_(log), path_(std::move(path)), boot_id_(current_boot_id()) {
   if (!path_.empty()) file_ = open_event_log(path_);
+  if (!journal.empty()) journal_.emplace(std::move(journal));
 }
 
 void event_recorder::record(event_kind kind, std::string_view cause, std::string_view message,
@@ -116,11 +122,21 @@ void event_recorder::record(event_kind kind, std::string_view cause, std::string
                           .count())
          : 0;
 
+  event_clocks at_clocks{.wall = {},
+                         .monotonic_us = monotonic_now - age,
+                         .boottime_us = clock_microseconds(CLOCK_BOOTTIME) - age};
+  try {
+    at_clocks.wall =
+        format_wall_time(std::chrono::system_clock::now() - std::chrono::microseconds(age));
+  } catch (...) {
+    // No memory: the line below cannot be built either, and says so.
+  }
+
   // The file first: it is the evidence that survives the reboot.
   if (file_) {
     int error = ENOMEM;  // until the line is built
     try {
-      std::string line = event_line(name, boot_id_, cause, message, fields, monotonic_now, age);
+      std::string line = event_line(name, boot_id_, cause, message, fields, at_clocks);
       // After a torn record that could not be cut off, start on a fresh line: the torn one stays
       // invalid, this one is whole.
       if (torn_) line.insert(line.begin(), '\n');
@@ -144,7 +160,19 @@ void event_recorder::record(event_kind kind, std::string_view cause, std::string
     all.emplace_back("event", name);
     if (!cause.empty()) all.emplace_back("cause", cause);
     all.insert(all.end(), fields.begin(), fields.end());
-    log_.log(level_of(kind), message.empty() ? name : message, all);
+    const std::string_view text = message.empty() ? name : message;
+    if (journal_ &&
+        journal_->send(journal_fields({.kind = kind,
+                                       .cause = cause,
+                                       .message = message,
+                                       .line = log_.journal_message(level_of(kind), text, all),
+                                       .fields = fields,
+                                       .wall = at_clocks.wall,
+                                       .monotonic_us = at_clocks.monotonic_us,
+                                       .boottime_us = at_clocks.boottime_us})) == 0) {
+      return;
+    }
+    log_.log(level_of(kind), text, all);
   } catch (...) {
     // Logging is best effort here; the caller is in the middle of a shutdown.
   }

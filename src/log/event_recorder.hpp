@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "log/event_kind.hpp"
+#include "log/journal_socket.hpp"
 #include "log/log_line.hpp"
 #include "log/logger.hpp"
 #include "util/result.hpp"
@@ -28,12 +29,17 @@ namespace shim {
 // watch a regular file anyway (EPERM), so a queue would have no event to wait for. (A hung NFS or
 // FUSE mount could still stall a write: that is why a FIFO, whose reader can stall it for good,
 // is refused.)
+//
+// When stderr is the journal, each event goes to journald as a structured entry instead of a line
+// on stderr (journal_entry.hpp has its fields); if journald cannot take it at once, the line goes
+// to stderr as before.
 class event_recorder {
  public:
   // Opens path (O_APPEND|O_CLOEXEC, created 0644) unless it is empty. Throws std::system_error
   // when it cannot be opened, std::runtime_error naming the path when it is not a regular file
-  // (a FIFO with no reader is refused at once, never waited for).
-  event_recorder(logger& log, std::string path);
+  // (a FIFO with no reader is refused at once, never waited for). journal: journald's native
+  // socket (journal_socket::kPath) when stderr is the journal; empty: events are logged to stderr.
+  event_recorder(logger& log, std::string path, std::string journal = {});
 
   // at: when the event happened, if earlier than now (the three clocks are moved back by as
   // much); steady_clock is CLOCK_MONOTONIC. A record is written whole or not at all; a failure is
@@ -60,10 +66,14 @@ class event_recorder {
   std::string path_;
   std::string boot_id_;  // read once: it cannot change while the process runs
   unique_fd file_;
+  std::optional<journal_socket> journal_;
   // A failed record could not be cut off again: the file ends in a torn line.
   bool torn_ = false;
   std::uint64_t failed_ = 0;
   std::array<std::uint64_t, kEvents.size()> recorded_{};
 };
+
+// The key an extra field has in the record: "field_" + key for one named like a fixed member.
+std::string event_record_key(const std::string& key);
 
 }  // namespace shim

@@ -52,6 +52,15 @@ logger logger::for_stderr(log_format format) {
   return logger(format, STDERR_FILENO, stderr_is_journal());
 }
 
+std::string logger::journal_message(log_level level, std::string_view message,
+                                    const log_fields& fields) const {
+  std::string line =
+      format_log_line(format_, true, level, message, fields, std::chrono::system_clock::now());
+  line.pop_back();                    // the '\n'
+  line.erase(0, line.find('>') + 1);  // the "<N>" the journal reads the priority from
+  return line;
+}
+
 void logger::log(log_level level, std::string_view message, const log_fields& fields) noexcept {
   try {
     sink_.write(format_log_line(format_, journal_prefix_, level, message, fields,

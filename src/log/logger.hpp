@@ -3,6 +3,7 @@
 #include <boost/asio/io_context.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "log/log_format.hpp"
@@ -23,6 +24,8 @@ class logger {
          std::size_t queue_capacity = log_sink::kDefaultCapacity);
   // Detects the journal from JOURNAL_STREAM and fstat(stderr).
   static logger for_stderr(log_format format);
+  // Whether lines are written for the journal (stderr is the journal, for for_stderr()).
+  bool to_journal() const { return journal_prefix_; }
   logger(const logger&) = delete;
   logger& operator=(const logger&) = delete;
 
@@ -39,6 +42,10 @@ class logger {
     log(log_level::notice, m, f);
   }
   void info(std::string_view m, const log_fields& f = {}) noexcept { log(log_level::info, m, f); }
+
+  // The line log() would write, as the journal's MESSAGE: without the "<N>" prefix and the '\n'.
+  std::string journal_message(log_level level, std::string_view message,
+                              const log_fields& fields) const;
 
   // Lines dropped since the start (for a metric).
   std::uint64_t dropped_lines() const { return sink_.dropped_lines() + out_of_memory_; }

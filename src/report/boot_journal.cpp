@@ -1,33 +1,15 @@
 #include "report/boot_journal.hpp"
 
-#include <systemd/sd-journal.h>
-
 #include <algorithm>
-#include <memory>
 #include <string_view>
+
+#include "report/journal_handle.hpp"
 
 namespace shim {
 namespace {
 
 constexpr std::string_view kLogindTimeout = "but inhibitor timeout is reached";
 constexpr std::string_view kMessageField = "MESSAGE=";
-
-struct journal_closer {
-  void operator()(sd_journal* j) const { sd_journal_close(j); }
-};
-using journal_ptr = std::unique_ptr<sd_journal, journal_closer>;
-
-journal_ptr open_journal(const std::string& directory) {
-  sd_journal* j = nullptr;
-  const int r = directory.empty() ? sd_journal_open(&j, SD_JOURNAL_LOCAL_ONLY)
-                                  : sd_journal_open_directory(&j, directory.c_str(), 0);
-  if (r < 0) return nullptr;
-  return journal_ptr(j);
-}
-
-bool add_match(sd_journal* j, const std::string& match) {
-  return sd_journal_add_match(j, match.data(), match.size()) >= 0;
-}
 
 }  // namespace
 

@@ -18,42 +18,44 @@ namespace {
 constexpr std::size_t kReadChunk = 256 * 1024;
 
 template <typename T>
-std::optional<T> number(const flat_json_value& v) {
+std::optional<T> number(const std::string& text) {
   // The shim writes its clocks as JSON numbers and its extra fields as strings: take either.
   T out{};
-  const char* end = v.text.data() + v.text.size();
-  auto [ptr, ec] = std::from_chars(v.text.data(), end, out);
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, out);
   if (ec != std::errc() || ptr != end) return std::nullopt;
   return out;
 }
 
 }  // namespace
 
+void set_event_member(event_record& r, std::string_view key, std::string value) {
+  if (key == "event") {
+    r.event = std::move(value);
+  } else if (key == "wall") {
+    r.wall = std::move(value);
+  } else if (key == "monotonic_us") {
+    r.monotonic_us = number<std::int64_t>(value);
+  } else if (key == "boottime_us") {
+    r.boottime_us = number<std::int64_t>(value);
+  } else if (key == "boot_id") {
+    r.boot_id = std::move(value);
+  } else if (key == "pid") {
+    r.pid = number<std::int64_t>(value).value_or(0);
+  } else if (key == "cause") {
+    r.cause = std::move(value);
+  } else if (key == "message") {
+    r.message = std::move(value);
+  } else if (key == "inhibit_delay_max_usec") {
+    r.inhibit_delay_max_usec = number<std::uint64_t>(value);
+  }
+}
+
 std::optional<event_record> parse_event_record(std::string_view line) {
   auto object = parse_flat_json(line);
   if (!object) return std::nullopt;
   event_record r;
-  for (auto& [key, value] : *object) {
-    if (key == "event") {
-      r.event = std::move(value.text);
-    } else if (key == "wall") {
-      r.wall = std::move(value.text);
-    } else if (key == "monotonic_us") {
-      r.monotonic_us = number<std::int64_t>(value);
-    } else if (key == "boottime_us") {
-      r.boottime_us = number<std::int64_t>(value);
-    } else if (key == "boot_id") {
-      r.boot_id = std::move(value.text);
-    } else if (key == "pid") {
-      r.pid = number<std::int64_t>(value).value_or(0);
-    } else if (key == "cause") {
-      r.cause = std::move(value.text);
-    } else if (key == "message") {
-      r.message = std::move(value.text);
-    } else if (key == "inhibit_delay_max_usec") {
-      r.inhibit_delay_max_usec = number<std::uint64_t>(value);
-    }
-  }
+  for (auto& [key, value] : *object) set_event_member(r, key, std::move(value.text));
   if (r.event.empty()) return std::nullopt;
   return r;
 }

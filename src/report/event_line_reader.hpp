@@ -26,6 +26,10 @@ struct event_record {
   std::optional<std::uint64_t> inhibit_delay_max_usec;  // ShutdownInitiated and ShutdownResumed
 };
 
+// Sets the member named key (the event log's name for it) from its text; unknown keys, and
+// numbers that are not, leave the record as it was.
+void set_event_member(event_record& r, std::string_view key, std::string value);
+
 // One line of the event log as a record; nullopt when it is not one (torn, not JSON, no "event").
 std::optional<event_record> parse_event_record(std::string_view line);
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "report/journal_records.hpp"
 #include "util/trusted_file.hpp"
 
 namespace shim {
@@ -109,6 +110,15 @@ result<shutdown_history::read_result> shutdown_history::read(const std::string& 
   }
   out.skipped_lines = reader.skipped_lines();
   return result<read_result>::success(std::move(out));
+}
+
+result<std::vector<shutdown_history::boot>> shutdown_history::read_journal(
+    const std::string& directory, std::size_t boots, const std::string& current_boot_id) {
+  shutdown_history history(boots, current_boot_id);
+  auto read =
+      read_journal_records(directory, [&history](const event_record& r) { history.add(r); });
+  if (!read) return result<std::vector<boot>>::failure(read.error());
+  return result<std::vector<boot>>::success(history.boots());
 }
 
 std::optional<previous_shutdown> previous_shutdown_in(

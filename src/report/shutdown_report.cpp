@@ -1,6 +1,7 @@
 #include "report/shutdown_report.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
@@ -193,7 +194,7 @@ std::string render_json(const std::vector<row>& rows) {
 report_options parse_report_flags(std::span<const std::string_view> args) {
   report_options options;
   flag_parser p{args};
-  bool seen_log = false, seen_boots = false, seen_journal = false;
+  bool seen_log = false, seen_boots = false, seen_journal = false, seen_from_journal = false;
   const auto once = [](bool& seen, std::string_view name) {
     if (seen) throw usage_error(fmt::format("{}: given more than once", name));
     seen = true;
@@ -206,6 +207,9 @@ report_options parse_report_flags(std::span<const std::string_view> args) {
     }
     if (arg == "--json") {
       options.json = true;
+    } else if (arg == "--journal") {
+      once(seen_from_journal, "--journal");
+      options.journal = true;
     } else if (is_flag(arg, "--event-log")) {
       once(seen_log, "--event-log");
       options.event_log = p.value_of("--event-log", arg);
@@ -226,7 +230,8 @@ report_options parse_report_flags(std::span<const std::string_view> args) {
 
 std::string report_usage_text() {
   return fmt::format(
-      "usage: shutdown-shim report [--event-log=PATH] [--boots=N] [--json] [--journal-dir=DIR]\n"
+      "usage: shutdown-shim report [--event-log=PATH | --journal] [--boots=N] [--json]\n"
+      "                            [--journal-dir=DIR]\n"
       "\n"
       "What became of the shutdown of each of the last N boots that had one, from the event log:\n"
       "when and why it began, unready to signal, signal to the target's exit, how long the reboot\n"
@@ -239,49 +244,92 @@ std::string report_usage_text() {
       "  --event-log=PATH   the shim's --event-log; PATH.1 (rotated) is read first if it exists\n"
       "                     (default: {}, as the systemd unit\n"
       "                     and the Kubernetes manifests write it)\n"
+      "  --journal          the shim's entries in the journal instead of the event log (the\n"
+      "                     default when there is no event log and the journal is persistent:\n"
+      "                     {} or --journal-dir exists); only root's entries count\n"
       "  --boots=N          the last N boots that had a shutdown (default {})\n"
       "  --json             one JSON object per boot and line instead of the table\n"
       "  --journal-dir=DIR  read the journal from DIR (e.g. another node's /var/log/journal)\n"
-      "                     instead of the local one\n"
+      "                     instead of the local one, for --journal and a hold cut short\n"
       "\n"
       "Exit status: 0 the most recent shutdown was clean; 1 it was not (or is still under way, or\n"
       "the log is untrusted); 2 usage error; 3 no shutdown on record; 4 the event log could not\n"
-      "be read.\n",
-      report_options::kDefaultEventLog, report_options::kDefaultBoots);
+      "be read (or the journal opened).\n",
+      report_options::kDefaultEventLog, report_options::kPersistentJournal,
+      report_options::kDefaultBoots);
 }
 
-report make_report(const report_options& options, const std::string& current_boot_id) {
+namespace {
+
+// The verdicts of boots read from source (the event log's path, or the journal).
+report judge(const std::vector<shutdown_history::boot>& boots, const report_options& options,
+             std::string note, std::string_view source) {
   report out;
+  out.note = std::move(note);
+  if (boots.empty()) {
+    out.result = report::outcome::no_shutdown;
+    if (out.note.empty()) out.note = fmt::format("no shutdown on record in {}", source);
+    return out;
+  }
+  std::vector<row> rows;
+  rows.reserve(boots.size());
+  for (const auto& b : boots) rows.push_back(make_row(b, options));
+  out.out = options.json ? render_json(rows) : render_table(rows);
+  out.result = rows.back().verdict == shutdown_verdict::clean ? report::outcome::clean
+                                                              : report::outcome::not_clean;
+  return out;
+}
+
+report judge_journal(const report_options& options, const std::string& current_boot_id,
+                     std::string note) {
+  auto boots = shutdown_history::read_journal(options.journal_dir, options.boots, current_boot_id);
+  if (!boots) {
+    report out;
+    out.result = report::outcome::unreadable;
+    out.note = boots.error();
+    return out;
+  }
+  return judge(
+      boots.value(), options, std::move(note),
+      options.journal_dir.empty() ? "the journal" : "the journal in " + options.journal_dir);
+}
+
+bool journal_is_persistent(const report_options& options) {
+  struct stat st {};
+  const std::string dir = options.journal_dir.empty()
+                              ? std::string(report_options::kPersistentJournal)
+                              : options.journal_dir;
+  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+report make_report(const report_options& options, const std::string& current_boot_id) {
+  if (options.journal) return judge_journal(options, current_boot_id, "");
   auto read = shutdown_history::read(options.event_log, options.boots, current_boot_id);
   if (!read) {
+    report out;
     out.result = report::outcome::unreadable;
     out.note = "cannot read the event log: " + read.error();
     return out;
   }
   const auto& history = read.value();
+  const std::string absent =
+      fmt::format("no event log at {} (nor {}.1)", options.event_log, options.event_log);
+  if (history.files_read == 0 && journal_is_persistent(options)) {
+    return judge_journal(options, current_boot_id, absent + ": read the journal");
+  }
+  std::string note;
   if (history.skipped_lines > 0) {
-    out.note = fmt::format("skipped {} line(s) of {} that are not event records (torn or not JSON)",
-                           history.skipped_lines, options.event_log);
+    note = fmt::format("skipped {} line(s) of {} that are not event records (torn or not JSON)",
+                       history.skipped_lines, options.event_log);
   }
-  if (history.files_read == 0) {
-    out.note = fmt::format("no event log at {} (nor {}.1)", options.event_log, options.event_log);
-  }
+  if (history.files_read == 0) note = absent;
   if (!history.untrusted.empty()) {
-    out.note = history.untrusted + "; every verdict below is untrusted" +
-               (out.note.empty() ? "" : "; " + out.note);
+    note = history.untrusted + "; every verdict below is untrusted" +
+           (note.empty() ? "" : "; " + note);
   }
-  if (history.boots.empty()) {
-    out.result = report::outcome::no_shutdown;
-    if (out.note.empty()) out.note = "no shutdown on record in " + options.event_log;
-    return out;
-  }
-  std::vector<row> rows;
-  rows.reserve(history.boots.size());
-  for (const auto& b : history.boots) rows.push_back(make_row(b, options));
-  out.out = options.json ? render_json(rows) : render_table(rows);
-  out.result = rows.back().verdict == shutdown_verdict::clean ? report::outcome::clean
-                                                              : report::outcome::not_clean;
-  return out;
+  return judge(history.boots, options, std::move(note), options.event_log);
 }
 
 }  // namespace shim

@@ -72,6 +72,9 @@ TEST(ReportFlags, BothSpellingsOfAValue) {
   EXPECT_EQ(parse({"--event-log", "/tmp/b"}).event_log, "/tmp/b");
   EXPECT_EQ(parse({"--boots=3", "--json"}).boots, 3u);
   EXPECT_TRUE(parse({"--boots", "3", "--json"}).json);
+  EXPECT_TRUE(parse({"--journal", "--journal-dir=/x"}).journal);
+  EXPECT_FALSE(parse({}).journal);
+  EXPECT_EQ(usage_error_of({"--journal", "--journal"}), "--journal: given more than once");
   EXPECT_EQ(parse({"--journal-dir=/srv/j"}).journal_dir, "/srv/j");
   EXPECT_TRUE(parse({"--json", "--help", "--nonsense"}).help);
 }
@@ -227,9 +230,30 @@ TEST_F(ShutdownReport, NoShutdownOnRecord) {
 TEST_F(ShutdownReport, NoEventLog) {
   report_options options;
   options.event_log = dir.path() + "/absent.jsonl";
+  // No persistent journal either (else the report reads it: the next case).
+  options.journal_dir = dir.path() + "/no-journal";
   const auto r = make_report(options, std::string(kRunningBoot));
   EXPECT_EQ(r.result, report::outcome::no_shutdown);
   EXPECT_THAT(r.note, HasSubstr("no event log at"));
+}
+
+TEST_F(ShutdownReport, NoEventLogButAPersistentJournal) {
+  report_options options;
+  options.event_log = dir.path() + "/absent.jsonl";
+  options.journal_dir = journal.path();  // exists, empty
+  const auto r = make_report(options, std::string(kRunningBoot));
+  EXPECT_EQ(r.result, report::outcome::no_shutdown);
+  EXPECT_THAT(r.note, HasSubstr("no event log at"));
+  EXPECT_THAT(r.note, HasSubstr("read the journal"));
+}
+
+TEST_F(ShutdownReport, JournalThatCannotBeOpened) {
+  report_options options;
+  options.journal = true;
+  options.journal_dir = dir.path() + "/no-journal";
+  const auto r = make_report(options, std::string(kRunningBoot));
+  EXPECT_EQ(r.result, report::outcome::unreadable);
+  EXPECT_THAT(r.note, HasSubstr("the journal in " + dir.path() + "/no-journal"));
 }
 
 TEST_F(ShutdownReport, AnUnreadableLog) {
