@@ -133,6 +133,14 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
                     "release; absent when its records do not say (a hold cut short).",
                     *status.previous->hold);
     }
+    // The dashboard's unready-to-signal: whether the load balancer had the drain delay to drain
+    // before kube-apiserver had its SIGTERM.
+    if (status.previous->unready_to_signal) {
+      append_metric(out, "shutdown_shim_previous_shutdown_unready_to_signal_seconds", "gauge",
+                    "How long the last shutdown of an earlier boot kept the node unready before "
+                    "the target's signal; absent when its records do not say (no signal).",
+                    *status.previous->unready_to_signal);
+    }
   }
   append_metric(out, "shutdown_shim_kubelet_cuts_drain", "gauge",
                 "Whether kubelet's graceful node shutdown will SIGKILL kube-apiserver before "

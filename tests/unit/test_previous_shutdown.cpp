@@ -222,13 +222,19 @@ TEST(PreviousShutdown, MetricsAreAbsentWhenUnknown) {
   text = render_metrics(s, {});
   EXPECT_TRUE(has_line(text, "shutdown_shim_previous_shutdown_clean 0")) << text;
   EXPECT_EQ(text.find("shutdown_shim_previous_shutdown_hold_seconds"), std::string::npos) << text;
+  EXPECT_EQ(text.find("shutdown_shim_previous_shutdown_unready_to_signal_seconds"),
+            std::string::npos)
+      << "no signal on record: " << text;
 
   p.verdict = shutdown_verdict::clean;
   p.hold = 3.25;
+  p.unready_to_signal = 1.5;
   s.previous = p;
   text = render_metrics(s, {});
   EXPECT_TRUE(has_line(text, "shutdown_shim_previous_shutdown_clean 1")) << text;
   EXPECT_TRUE(has_line(text, "shutdown_shim_previous_shutdown_hold_seconds 3.25")) << text;
+  EXPECT_TRUE(has_line(text, "shutdown_shim_previous_shutdown_unready_to_signal_seconds 1.5"))
+      << text;
 }
 
 }  // namespace

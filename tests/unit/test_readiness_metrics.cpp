@@ -167,6 +167,7 @@ std::map<std::string, shim_status> metric_states() {
   previous_shutdown previous;
   previous.verdict = shutdown_verdict::clean;
   previous.hold = 3.25;
+  previous.unready_to_signal = 1.5;
   out["ready"].previous = previous;
   out["draining"] = out["ready"];
   start_drain(out["draining"]);
