@@ -31,6 +31,7 @@ enum class event_kind {
   PreviousShutdown,     // at start: what became of the last shutdown of an earlier boot
   KubeletShutdown,      // at a shutdown: what kubelet's graceful node shutdown is expected to do
   SignalLeftToKubelet,  // kubelet sends the target's signal; the shim counts it, sends none
+  Restart,  // the shim's own stop (SIGTERM, SIGINT) while no shutdown is under way: not a shutdown
 };
 
 // Each event's name and the level it is logged at, in event_kind's order.
@@ -39,7 +40,7 @@ struct event_info {
   log_level level;
 };
 
-inline constexpr std::array<event_info, 20> kEvents{{
+inline constexpr std::array<event_info, 21> kEvents{{
     {"Started", log_level::info},
     {"InhibitorTaken", log_level::info},
     {"ShutdownInitiated", log_level::notice},
@@ -60,9 +61,10 @@ inline constexpr std::array<event_info, 20> kEvents{{
     {"PreviousShutdown", log_level::notice},  // whether the last reboot was drained in full
     {"KubeletShutdown", log_level::notice},
     {"SignalLeftToKubelet", log_level::notice},
+    {"Restart", log_level::notice},  // the lock goes until the next run takes it
 }};
 
-static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::SignalLeftToKubelet) + 1,
+static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::Restart) + 1,
               "one entry per event_kind, in the same order");
 
 constexpr std::string_view to_string(event_kind kind) {
