@@ -184,6 +184,7 @@ void shutdown_shim::on_trigger_signal(int signal) {
   const auto forwarding =
       seq::sigterm_forwarding(cfg_.forward_on_sigterm, cfg_.target.wrapper(), logind_ != nullptr);
   log_.notice("received " + cause, {{"forward", forwarding.why}});
+  forward_why_ = forwarding.why;
   runner_.feed([now = clock::now(), kind, cause, decision = forwarding.decision](seq& s) {
     return s.trigger(now, kind, cause, decision);
   });
@@ -253,35 +254,21 @@ void shutdown_shim::on_first_attempt(const result<>& outcome) {
 void shutdown_shim::carry_out(const seq::action& a) {
   using kind = seq::action::kind;
   switch (a.what) {
-    case kind::become_unready: {
+    case kind::become_unready:
       status_.draining_since = std::chrono::system_clock::now() - (clock::now() - a.at);
       status_.drain_cause = a.cause;
-      log_fields fields;
-      if (a.event == event_kind::ShutdownResumed) {
-        for (pid_t pid : target_.signalled()) {
-          fields.emplace_back("target_pid", std::to_string(pid));
-        }
-      }
-      // logind's limit as it stood when this hold began, for `shutdown-shim report`.
-      if (status_.logind.delay_max_usec) {
-        fields.emplace_back("inhibit_delay_max_usec",
-                            std::to_string(*status_.logind.delay_max_usec));
-      }
-      // Stamped with the moment the drain is counted from, not the (later) moment of writing:
-      // the event log must show a hold of at least the drain.
-      events_.record(a.event.value_or(event_kind::ShutdownInitiated), a.cause, a.message, fields,
-                     a.at);
-      if (a.event != event_kind::ShutdownResumed) target_.remember_shutdown(a.at, a.cause);
-      // What kubelet is expected to do to this shutdown's target, for the operator afterwards.
-      if (status_.kubelet.applies() && a.event != event_kind::ShutdownResumed) {
-        events_.record(event_kind::KubeletShutdown, a.cause, status_.kubelet.summary(),
-                       status_.kubelet.fields());
+      if (a.event) {
+        record_start(a);
+      } else {
+        log_.notice(a.message);
       }
       // A shutdown wins at once, whatever the upstream says; probing stops for the drain
       // (upstream_check.hpp says why) and starts again after a cancel (settled()).
       if (upstream_) upstream_->pause();
       break;
-    }
+    case kind::record_start:
+      record_start(a);
+      break;
     case kind::become_ready:
       log_.notice("ready again", {{"why", a.message}});
       break;
@@ -343,6 +330,39 @@ void shutdown_shim::carry_out(const seq::action& a) {
   }
 }
 
+// What began: a shutdown (ShutdownInitiated, ShutdownResumed) or the shim's own restart.
+void shutdown_shim::record_start(const seq::action& a) {
+  const event_kind event = a.event.value_or(event_kind::ShutdownInitiated);
+  if (event == event_kind::Restart) {
+    // No hold record: a restarted shim has no shutdown to resume.
+    events_.record(event, a.cause, a.message,
+                   {{"system_state", system_state_.empty() ? "not asked" : system_state_},
+                    {"forward", forward_why_}},
+                   a.at);
+    return;
+  }
+  log_fields fields;
+  if (event == event_kind::ShutdownResumed) {
+    for (pid_t pid : target_.signalled()) {
+      fields.emplace_back("target_pid", std::to_string(pid));
+    }
+  }
+  // logind's limit as it stood when this hold began, for `shutdown-shim report`.
+  if (status_.logind.delay_max_usec) {
+    fields.emplace_back("inhibit_delay_max_usec", std::to_string(*status_.logind.delay_max_usec));
+  }
+  // Stamped with the moment the drain is counted from, not the (later) moment of writing:
+  // the event log must show a hold of at least the drain.
+  events_.record(event, a.cause, a.message, fields, a.at);
+  if (event == event_kind::ShutdownResumed) return;
+  target_.remember_shutdown(a.at, a.cause);
+  // What kubelet is expected to do to this shutdown's target, for the operator afterwards.
+  if (status_.kubelet.applies()) {
+    events_.record(event_kind::KubeletShutdown, a.cause, status_.kubelet.summary(),
+                   status_.kubelet.fields());
+  }
+}
+
 void shutdown_shim::settled() {
   const auto& sequence = runner_.sequence();
   status_.draining = sequence.draining();
@@ -373,6 +393,7 @@ void shutdown_shim::ask_system_state() {
   logind_->ask_system_state([this](const result<std::string>& read) {
     if (!read) log_.warning("could not read PID 1's SystemState", {{"error", read.error()}});
     const std::string state = read ? read.value() : "unknown";
+    system_state_ = state;
     runner_.feed([now = clock::now(), state](seq& s) {
       return s.system_state(now, state == "stopping", state);
     });

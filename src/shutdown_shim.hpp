@@ -60,6 +60,7 @@ class shutdown_shim {
 
   // The state machine's side.
   void carry_out(const seq::action& a);
+  void record_start(const seq::action& a);
   void settled();
 
   // The upstream check.
@@ -102,6 +103,9 @@ class shutdown_shim {
   std::unique_ptr<upstream_check> upstream_;
   bool ready_notified_ = false;
   bool exit_pending_ = false;
+  // For the Restart record: what PID 1 said (empty: not asked) and why a SIGTERM is passed on.
+  std::string system_state_;
+  std::string forward_why_;
   std::optional<shim_outcome> outcome_;
 };
 

@@ -20,7 +20,7 @@ action note(std::string message, std::optional<event_kind> event = std::nullopt)
 }
 
 action unready(std::string message, std::string cause, shutdown_sequence::time_point now,
-               event_kind event = event_kind::ShutdownInitiated) {
+               std::optional<event_kind> event = event_kind::ShutdownInitiated) {
   return action{kind::become_unready, std::move(message), event, now, std::move(cause)};
 }
 
@@ -92,6 +92,10 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   target_gone_ = !settings_.has_target;
   decision_ = decision_state::pending;
   kubelet_signals_ = decision == forward_decision::kubelet_signals;
+  cause_ = cause;
+  // Whether this is a shutdown or the shim's own restart waits for PID 1's answer: so does the
+  // record (record_start), lest every restart read as a shutdown (issue 22).
+  record_pending_ = decision == forward_decision::ask_system_state;
 
   // Words for what is known now: a SIGTERM that is not passed on stops the shim and holds no
   // reboot; whether one is asked of PID 1 is said once it answers (decide()).
@@ -110,7 +114,12 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
       words += "; asking PID 1 whether the system is shutting down";
       break;
   }
-  out.push_back(unready(words, cause, now));
+  const std::optional<event_kind> event = decision == forward_decision::skip
+                                              ? std::optional(event_kind::Restart)
+                                          : decision == forward_decision::ask_system_state
+                                              ? std::nullopt
+                                              : std::optional(event_kind::ShutdownInitiated);
+  out.push_back(unready(words, cause, now, event));
   // STOPPING=1 only when the shim itself is going to exit: after PrepareForShutdown it stays up,
   // and systemd would take STOPPING=1 as the start of its stop and SIGKILL it TimeoutStopSec
   // later, holding the reboot that long (seen in the VM test).
@@ -130,15 +139,21 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
 }
 
 void shutdown_sequence::decide(bool forward, const std::string& why, actions& out) {
+  const bool record = record_pending_;
+  record_pending_ = false;
   if (forward) {
     decision_ = decision_state::forward;
+    if (record) {
+      out.push_back(record_start("received " + cause_ + ", keeping the reboot on hold: " + why,
+                                 event_kind::ShutdownInitiated));
+    }
     return;
   }
   // Not our shutdown (a restart of the shim, or kubelet stopping the pod, which signals the
   // apiserver itself): let go at once rather than hold anything.
   decision_ = decision_state::skip;
   const std::string words = stop_without_signal(why);
-  out.push_back(note(words));
+  out.push_back(record ? record_start(words, event_kind::Restart) : note(words));
   phase_ = phase::released;
   if (armed_) out.push_back(make(kind::cancel_timer));
   armed_.reset();
@@ -151,8 +166,7 @@ shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool 
   actions out;
   if (phase_ != phase::holding || decision_ != decision_state::pending) return out;
   if (stopping) {
-    out.push_back(note("the system is going down (SystemState=" + state + "): forwarding"));
-    decide(true, state, out);
+    decide(true, "the system is going down (SystemState=" + state + ")", out);
   } else {
     decide(false, "the system is not shutting down (SystemState=" + state + ")", out);
   }
@@ -277,6 +291,11 @@ shutdown_sequence::actions shutdown_sequence::timer_expired(time_point now) {
   armed_.reset();
   advance(now, out);
   return out;
+}
+
+shutdown_sequence::action shutdown_sequence::record_start(std::string message,
+                                                          event_kind event) const {
+  return action{kind::record_start, std::move(message), event, unready_at_, cause_};
 }
 
 void shutdown_sequence::request_exit(actions& out) {

@@ -31,6 +31,8 @@ namespace shim {
 //
 // Transitions (phase x input -> actions; "advance" releases once signal, drain and exit allow):
 //   idle         trigger          -> become_unready, [notify_stopping], forward decision; holding
+//                                    (a shim SIGTERM: ShutdownInitiated only if it is passed on,
+//                                    else Restart; asking PID 1, the record waits for its answer)
 //   idle         resume           -> become_unready (ShutdownResumed); holding, signal counted
 //   idle         cancel           -> retake_inhibitor
 //   idle         target_exited    -> wrapper only: become_unready, exit; released
@@ -80,8 +82,10 @@ class shutdown_sequence {
 
   struct action {
     enum class kind {
-      become_unready,        // message: why; event: ShutdownInitiated or ShutdownResumed; at: the
-                             // moment the drain is counted from
+      become_unready,        // message: why; event: ShutdownInitiated, ShutdownResumed, Restart
+                             // (a shim SIGTERM not passed on by policy), or none while PID 1's
+                             // answer is awaited (record_start follows); at: the moment the drain
+                             // is counted from
       become_ready,          // a cancelled shutdown is over
       notify_stopping,       // sd_notify STOPPING=1: the shim was asked to stop and will exit
       ask_system_state,      // is PID 1's manager stopping? answer with system_state()
@@ -95,6 +99,9 @@ class shutdown_sequence {
       retake_inhibitor,   // take the lock again if it is not held
       exit,               // the shim's work is done (wrapper: exit once the child has exited)
       note,               // a log line, with event when it is a lifecycle event
+      record_start,       // the record become_unready left to PID 1's answer: event
+                          // ShutdownInitiated (recorded as become_unready's would be) or Restart;
+                          // at: the unready moment; cause: the signal
     };
     kind what;
     std::string message;
@@ -146,6 +153,7 @@ class shutdown_sequence {
   void start(time_point now, trigger_kind kind, const std::string& cause, forward_decision decision,
              actions& out);
   void decide(bool forward, const std::string& why, actions& out);
+  action record_start(std::string message, event_kind event) const;
   void advance(time_point now, actions& out);
   void update_timer(actions& out);
   void request_exit(actions& out);
@@ -163,6 +171,8 @@ class shutdown_sequence {
   bool drain_elapsed_ = false;
   bool target_gone_ = false;
   bool exit_requested_ = false;
+  bool record_pending_ = false;  // become_unready gave no event: record_start at the decision
+  std::string cause_;            // what started the current shutdown (or restart)
   std::optional<time_point> armed_;
 };
 

@@ -190,6 +190,19 @@ std::string kubelet_outlook::summary() const {
   return text;
 }
 
+std::string kubelet_outlook::headline() const {
+  std::string text =
+      lock_pid_ ? fmt::format("kubelet (pid {})", *lock_pid_) : std::string("kubelet");
+  if (leaves_signal_to_kubelet()) {
+    text += " sends kube-apiserver its SIGTERM, the shim none";
+  } else {
+    text += lock_pid_ ? " holds a shutdown lock" : " holds no shutdown lock";
+    text +=
+        settings_.wrapper ? ": the shim forwards one SIGTERM" : ": the shim signals kube-apiserver";
+  }
+  return text + " (detail: /readyz?verbose)";
+}
+
 std::optional<std::string> kubelet_outlook::warning() const {
   if (!cuts_drain() && !second_signal()) return std::nullopt;
   return summary();

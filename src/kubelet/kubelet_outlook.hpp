@@ -82,6 +82,9 @@ class kubelet_outlook {
 
   // One line for the check and the events: what kubelet will do and what the shim does.
   std::string summary() const;
+  // The same in a few words, for the log line of a normal outlook (issue 22, item 5: the summary,
+  // some 400 bytes, was logged twice at every start): who signals, and where summary() is.
+  std::string headline() const;
   // The same when it is a problem an operator must fix (logged as a WARNING), else nothing.
   std::optional<std::string> warning() const;
   // For the event recorded at a shutdown.

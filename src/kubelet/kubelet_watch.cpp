@@ -10,7 +10,9 @@ namespace shim {
 void kubelet_watch::start() {
   if (cfg_.kubelet_config.empty() && cfg_.static_pod_manifest.empty()) return;
   read_files();
-  said();
+  // With logind, what kubelet does turns on its lock: said once the locks are listed, not once
+  // before (without a lock) and again after.
+  if (cfg_.inhibit == inhibit_mode::off) said();
 }
 
 void kubelet_watch::read_files() {
@@ -24,8 +26,12 @@ void kubelet_watch::locks_listed(const std::vector<logind_inhibitor::listed_lock
   for (const auto& l : locks) {
     if (is_kubelet_inhibitor(l.what, l.who, l.why, l.mode, l.uid)) kubelet = l.pid;
   }
+  const bool first = !listed_;
   listed_ = true;
-  if (kubelet == outlook_.lock_pid()) return;
+  if (kubelet == outlook_.lock_pid()) {
+    if (first) said();
+    return;
+  }
   const bool gone = outlook_.lock_pid().has_value();
   if (kubelet) read_files();
   outlook_.set_lock(kubelet);
@@ -40,10 +46,12 @@ void kubelet_watch::said() {
   const std::string summary = outlook_.summary();
   if (summary == said_) return;
   said_ = summary;
+  // A problem is said in full, with its fix; the normal case in a few words (the event log's
+  // KubeletShutdown record keeps the summary in full).
   if (auto warning = outlook_.warning()) {
     log_.warning(*warning);
   } else {
-    log_.notice(summary);
+    log_.notice(outlook_.headline());
   }
   on_.changed();
 }

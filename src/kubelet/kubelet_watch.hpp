@@ -28,7 +28,8 @@ class kubelet_watch {
       : cfg_(cfg), log_(log), outlook_(outlook), on_(std::move(on)) {}
 
   // With --kubelet-config or --static-pod-manifest, reads them now; without, there is nothing to
-  // read until kubelet's lock shows.
+  // read until kubelet's lock shows. What the outlook is, is logged once logind's locks are first
+  // listed (at once with --inhibit=off), then at each change.
   void start();
   void locks_listed(const std::vector<logind_inhibitor::listed_lock>& locks);
   // logind's locks were listed at least once, so a lock not listed is not held.

@@ -31,6 +31,7 @@ enum class event_kind {
   PreviousShutdown,     // at start: what became of the last shutdown of an earlier boot
   KubeletShutdown,      // at a shutdown: what kubelet's graceful node shutdown is expected to do
   SignalLeftToKubelet,  // kubelet sends the target's signal; the shim counts it, sends none
+  Restart,  // the shim's own stop (SIGTERM, SIGINT) while no shutdown is under way: not a shutdown
 };
 
 // Each event's name, the level it is logged at and its journal MESSAGE_ID, in event_kind's order.
@@ -43,7 +44,7 @@ struct event_info {
   std::string_view message_id;  // 32 lower-case hex digits, as journalctl prints them
 };
 
-inline constexpr std::array<event_info, 20> kEvents{{
+inline constexpr std::array<event_info, 21> kEvents{{
     {"Started", log_level::info, "d39434bb22bc4a5b94099cb7c85cd06b"},
     {"InhibitorTaken", log_level::info, "68ffbf32c42f4968a5a4acc64740696f"},
     {"ShutdownInitiated", log_level::notice, "d7b27f19a1164069902fd88173d016be"},
@@ -69,9 +70,11 @@ inline constexpr std::array<event_info, 20> kEvents{{
     {"PreviousShutdown", log_level::notice, "5fa676a1b23b4b1ab8c3db97df57578a"},
     {"KubeletShutdown", log_level::notice, "6d92b95102004a46a2f86ae0a4bd08ad"},
     {"SignalLeftToKubelet", log_level::notice, "2d6e7af2429247c996d93eed1be8240d"},
+    // the lock goes until the next run takes it
+    {"Restart", log_level::notice, "58c6c24b15114e5da3ca62e2d39f12e5"},
 }};
 
-static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::SignalLeftToKubelet) + 1,
+static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::Restart) + 1,
               "one entry per event_kind, in the same order");
 
 // sd_id128_from_string's form: 32 hex digits, here lower-case only, so that one spelling matches.

@@ -21,6 +21,9 @@ std::string previous_shutdown::summary() const {
   } else if (records_span) {
     text += fmt::format(", records stop {:.1f} s into the hold", *records_span);
   }
+  // Before the detail, which may be cut.
+  if (restarts > 0)
+    text += fmt::format(", {} restart{} of the shim", restarts, restarts == 1 ? "" : "s");
   if (!clean()) text += ": " + detail;
   return one_line(text, kMaxDetail);
 }
@@ -38,6 +41,7 @@ log_fields previous_shutdown::fields() const {
   add("records_span_seconds", records_span);
   add("unready_to_signal_seconds", unready_to_signal);
   add("signal_to_target_exit_seconds", signal_to_target_exit);
+  f.emplace_back("restarts", std::to_string(restarts));
   return f;
 }
 

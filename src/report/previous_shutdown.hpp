@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct previous_shutdown {
   std::optional<double> records_span;  // unready to the holding run's last record
   std::optional<double> unready_to_signal;
   std::optional<double> signal_to_target_exit;
+  std::uint64_t restarts = 0;  // of the shim in that boot: never part of the verdict (issue 22)
 
   bool clean() const { return verdict == shutdown_verdict::clean; }
 

@@ -63,7 +63,7 @@ shutdown_verdict shutdown_account::verdict(bool boot_over) const {
   if (!signal_us_ && target_gone_) return v::no_signal;
   if (released_us_) {
     if (signal_us_) return drain_elapsed_ ? v::clean : v::cut_short;
-    return drain_elapsed_ ? v::no_signal : v::not_forwarded;
+    return drain_elapsed_ ? v::no_signal : v::restart;
   }
   if (boot_over || restarted_pid_ != 0) return v::cut_short;
   return v::in_progress;
@@ -84,7 +84,7 @@ std::string shutdown_account::detail(bool boot_over) const {
     case shutdown_verdict::no_signal:
       return target_gone_ ? "the target had exited before the shutdown"
                           : "no target had the signal; the drain ran, then the lock was released";
-    case shutdown_verdict::not_forwarded:
+    case shutdown_verdict::restart:
       return "the shim's " + trigger_ + " was not passed on; the lock was released at once";
     case shutdown_verdict::cut_short: {
       if (released_us_) return "the lock was released before the drain had elapsed";

@@ -29,15 +29,18 @@ namespace shim {
 //   |   DrainElapsed                                                   |               |
 //   | InhibitorReleased by the holding run, DrainElapsed, no           | no signal     |
 //   |   SignalForwarded (no target, or every one had exited)           |               |
-//   | InhibitorReleased by the holding run, neither (the shim's own    | not forwarded |
-//   |   SIGTERM, not passed on: released at once, before any drain)    |               |
+//   | InhibitorReleased by the holding run, neither (an older shim's   | restart       |
+//   |   record of its own SIGTERM, not passed on: released at once,    |               |
+//   |   before any drain; today's shim records a Restart instead)      |               |
 //   | InhibitorReleased by the holding run, SignalForwarded, no        | cut short     |
 //   |   DrainElapsed (not written by today's shim)                     |               |
 //   | no InhibitorReleased by the holding run, and its boot is over or | cut short     |
 //   |   another run Started (a SIGKILL, a crash, or logind's timeout   |               |
 //   |   followed by the stop of the unit)                              |               |
 //   | none of the above: this boot, the holding run may still be at it | in progress   |
-// A cancelled shutdown followed by another one in the same boot is judged by the later one.
+// A cancelled shutdown followed by another one in the same boot is judged by the later one. A
+// restart is no shutdown: shutdown_history counts it apart, and the boot keeps the shutdown
+// before it.
 class shutdown_account {
  public:
   // initiated: the ShutdownInitiated record. target_gone: the same run's record just before it

@@ -21,6 +21,24 @@ std::optional<std::int64_t> clock_of(const event_record& r) {
 
 }  // namespace
 
+shutdown_verdict shutdown_history::boot::verdict() const {
+  if (!untrusted.empty()) return shutdown_verdict::untrusted;
+  return last_shutdown ? last_shutdown->verdict(!current) : shutdown_verdict::restart;
+}
+
+std::string shutdown_history::boot::detail() const {
+  if (!untrusted.empty()) return untrusted;
+  if (last_shutdown) return last_shutdown->detail(!current);
+  return "no system shutdown on record in this boot; the shim was restarted (" + restarts_text() +
+         ")";
+}
+
+std::string shutdown_history::boot::restarts_text() const {
+  if (restarts == 0) return {};
+  return fmt::format("{} restart{}, the last at {}", restarts, restarts == 1 ? "" : "s",
+                     last_restart_wall);
+}
+
 shutdown_history::shutdown_history(std::size_t boots, std::string current_boot_id)
     : keep_(boots), current_boot_id_(std::move(current_boot_id)) {}
 
@@ -37,6 +55,9 @@ void shutdown_history::add(const event_record& r) {
     open_.emplace(open_boot{.boot_id = r.boot_id,
                             .last_clock = std::nullopt,
                             .shutdown = std::nullopt,
+                            .earlier_shutdown = std::nullopt,
+                            .restarts = 0,
+                            .last_restart_wall = {},
                             .last_pid = 0,
                             .last_was_target_exit = false});
   }
@@ -46,12 +67,25 @@ void shutdown_history::add(const event_record& r) {
     b.last_clock = clock;
   }
 
+  const auto count_restart = [&b](const std::string& wall) {
+    ++b.restarts;
+    b.last_restart_wall = wall;
+  };
   if (r.event == "ShutdownInitiated") {
     // A later shutdown of the same boot (after a cancel, or a restart of the shim) is the one
     // that ended the boot.
+    b.earlier_shutdown = std::move(b.shutdown);
     b.shutdown.emplace(r, b.last_pid == r.pid && b.last_was_target_exit);
+  } else if (r.event == "Restart") {
+    count_restart(r.wall);
   } else if (b.shutdown) {
     b.shutdown->add(r);
+    // An older shim's record of a restart: the boot's shutdown is the one before it again.
+    if (b.shutdown->verdict(false) == shutdown_verdict::restart) {
+      count_restart(b.shutdown->wall());
+      b.shutdown = std::move(b.earlier_shutdown);
+      b.earlier_shutdown.reset();
+    }
   }
   b.last_pid = r.pid;
   b.last_was_target_exit = r.event == "TargetExited";
@@ -60,26 +94,41 @@ void shutdown_history::add(const event_record& r) {
 shutdown_history::boot shutdown_history::finished(const open_boot& b) const {
   return boot{.boot_id = b.boot_id,
               .current = !b.boot_id.empty() && b.boot_id == current_boot_id_,
-              .last_shutdown = *b.shutdown,
+              .last_shutdown = b.shutdown,
+              .restarts = b.restarts,
+              .last_restart_wall = b.last_restart_wall,
               .untrusted = {}};
+}
+
+void shutdown_history::prune(std::deque<boot>& kept, std::size_t& with_shutdown) const {
+  // Oldest first: beyond `keep_` shutdowns, beyond 2 * `keep_` boots, or a boot of restarts only
+  // before the oldest of `keep_` shutdowns.
+  while (!kept.empty() && (with_shutdown > keep_ || kept.size() > 2 * keep_ ||
+                           (!kept.front().last_shutdown && with_shutdown == keep_))) {
+    if (kept.front().last_shutdown) --with_shutdown;
+    kept.pop_front();
+  }
 }
 
 void shutdown_history::close_boot() {
   if (!open_) return;
-  if (open_->shutdown && keep_ > 0) {
+  if (open_->shutdown || open_->restarts > 0) {
     done_.push_back(finished(*open_));
-    if (done_.size() > keep_) done_.pop_front();
+    if (open_->shutdown) ++done_with_shutdown_;
+    prune(done_, done_with_shutdown_);
   }
   open_.reset();
 }
 
 std::vector<shutdown_history::boot> shutdown_history::boots() const {
-  std::vector<boot> out(done_.begin(), done_.end());
-  if (open_ && open_->shutdown && keep_ > 0) {
-    out.push_back(finished(*open_));
-    if (out.size() > keep_) out.erase(out.begin());
+  std::deque<boot> kept = done_;
+  std::size_t with_shutdown = done_with_shutdown_;
+  if (open_ && (open_->shutdown || open_->restarts > 0)) {
+    kept.push_back(finished(*open_));
+    if (open_->shutdown) ++with_shutdown;
+    prune(kept, with_shutdown);
   }
-  return out;
+  return {kept.begin(), kept.end()};
 }
 
 result<shutdown_history::read_result> shutdown_history::read(const std::string& path,
@@ -124,8 +173,9 @@ result<std::vector<shutdown_history::boot>> shutdown_history::read_journal(
 std::optional<previous_shutdown> previous_shutdown_in(
     const std::vector<shutdown_history::boot>& boots) {
   for (auto it = boots.rbegin(); it != boots.rend(); ++it) {
-    if (it->current) continue;
-    const shutdown_account& s = it->last_shutdown;
+    // Only a system shutdown: a boot of restarts only never tells what the last reboot was.
+    if (it->current || !it->last_shutdown) continue;
+    const shutdown_account& s = *it->last_shutdown;
     return previous_shutdown{.boot_id = it->boot_id,
                              .wall = s.wall(),
                              .trigger = s.trigger(),
@@ -134,7 +184,8 @@ std::optional<previous_shutdown> previous_shutdown_in(
                              .hold = s.hold(),
                              .records_span = s.records_span(),
                              .unready_to_signal = s.unready_to_signal(),
-                             .signal_to_target_exit = s.signal_to_target_exit()};
+                             .signal_to_target_exit = s.signal_to_target_exit(),
+                             .restarts = it->restarts};
   }
   return std::nullopt;
 }

@@ -14,26 +14,32 @@
 
 namespace shim {
 
-// The last shutdown of each boot in an event log: records in, in log order, one at a time; only
-// the last `boots` boots that had a shutdown are kept, so memory does not grow with the log.
+// The last system shutdown of each boot in an event log, and the restarts of the shim in it:
+// records in, in log order, one at a time; only the last `boots` boots that had a shutdown are
+// kept (with the boots among and after them that had restarts only, `boots` of those at most), so
+// memory does not grow with the log.
 //
 // A boot ends where the next record's boot_id differs. A record of an older shim has no boot_id:
 // there a Started whose CLOCK_BOOTTIME is behind the previous record's begins a new boot (only a
 // Started: a ShutdownResumed is stamped back to an earlier run's moment on purpose).
+//
+// A restart (issue 22) is a Restart record, or an older shim's ShutdownInitiated that its account
+// judges `restart` (its SIGTERM not passed on, the lock released at once): it is counted, and the
+// boot keeps the system shutdown before it, if any.
 class shutdown_history {
  public:
   struct boot {
-    std::string boot_id;   // empty: the records do not say
-    bool current = false;  // the boot running now
-    shutdown_account last_shutdown;
+    std::string boot_id;                            // empty: the records do not say
+    bool current = false;                           // the boot running now
+    std::optional<shutdown_account> last_shutdown;  // none: the boot had restarts only
+    std::uint64_t restarts = 0;
+    std::string last_restart_wall;  // when the last of them began
     // "the event log PATH is not trusted: why"; empty when it may be
     std::string untrusted;
-    shutdown_verdict verdict() const {
-      return untrusted.empty() ? last_shutdown.verdict(!current) : shutdown_verdict::untrusted;
-    }
-    std::string detail() const {
-      return untrusted.empty() ? last_shutdown.detail(!current) : untrusted;
-    }
+    shutdown_verdict verdict() const;
+    std::string detail() const;
+    // "2 restarts, the last at WALL"; empty when there was none.
+    std::string restarts_text() const;
   };
 
   // current_boot_id: this boot's id (current_boot_id()); its shutdown may still be under way.
@@ -67,6 +73,10 @@ class shutdown_history {
     std::string boot_id;
     std::optional<std::int64_t> last_clock;  // boottime_us, else monotonic_us
     std::optional<shutdown_account> shutdown;
+    // The shutdown before `shutdown`: the boot's again if that one turns out a restart.
+    std::optional<shutdown_account> earlier_shutdown;
+    std::uint64_t restarts;
+    std::string last_restart_wall;
     std::int64_t last_pid;
     bool last_was_target_exit;
   };
@@ -74,15 +84,19 @@ class shutdown_history {
   bool starts_new_boot(const event_record& r) const;
   void close_boot();
   boot finished(const open_boot& b) const;
+  // Drops the oldest boots beyond what the class comment keeps; with_shutdown: how many of kept
+  // have a shutdown.
+  void prune(std::deque<boot>& kept, std::size_t& with_shutdown) const;
 
   std::size_t keep_;
   std::string current_boot_id_;
   std::optional<open_boot> open_;
   std::deque<boot> done_;
+  std::size_t done_with_shutdown_ = 0;
 };
 
-// The latest of `boots` (oldest first, as shutdown_history gives them) that is not the boot running
-// now; nullopt when there is none.
+// The shutdown of the latest of `boots` (oldest first, as shutdown_history gives them) that had
+// one and is not the boot running now; nullopt when there is none.
 std::optional<previous_shutdown> previous_shutdown_in(
     const std::vector<shutdown_history::boot>& boots);
 

@@ -84,7 +84,7 @@ row make_row(const shutdown_history::boot& b, const report_options& options) {
   row r{&b, b.verdict(), "", std::string(to_string(b.verdict())), b.detail()};
   if (r.verdict != shutdown_verdict::cut_short) return r;
   const auto found =
-      find_cut_short_cause(b.boot_id, b.last_shutdown.unready_us(), options.journal_dir);
+      find_cut_short_cause(b.boot_id, b.last_shutdown->unready_us(), options.journal_dir);
   switch (found.what) {
     case cut_short_cause::kind::no_journal:
       r.cause = "unknown";
@@ -115,8 +115,13 @@ std::string render_table(const std::vector<row>& rows) {
                    "LOGIND MAX", "VERDICT"});
   bool any_current = false;
   for (const row& r : rows) {
-    const shutdown_account& s = r.boot->last_shutdown;
     any_current = any_current || r.boot->current;
+    if (!r.boot->last_shutdown) {
+      // Restarts only: no shutdown to tell of.
+      cells.push_back({short_boot(*r.boot), "-", "-", "-", "-", "-", "-", r.verdict_text});
+      continue;
+    }
+    const shutdown_account& s = *r.boot->last_shutdown;
     // A hold that was never released lasted at least as long as its records go.
     const std::string hold = s.hold()           ? seconds_text(s.hold())
                              : s.records_span() ? ">=" + seconds_text(s.records_span())
@@ -139,12 +144,19 @@ std::string render_table(const std::vector<row>& rows) {
     out += text + '\n';
   }
   for (const row& r : rows) {
-    // An untrusted log is said once, in the note.
-    if (r.verdict != shutdown_verdict::clean && r.verdict != shutdown_verdict::untrusted) {
+    // An untrusted log is said once, in the note; restarts on a line of their own.
+    if (r.verdict != shutdown_verdict::clean && r.verdict != shutdown_verdict::untrusted &&
+        r.verdict != shutdown_verdict::restart) {
       out += fmt::format("{}: {}\n", short_boot(*r.boot), one_line(r.detail, kMaxDetail));
     }
+    if (r.boot->restarts > 0) {
+      out +=
+          fmt::format("{}: restarts of the shim (no shutdowns): {}, the last at {}\n",
+                      short_boot(*r.boot), r.boot->restarts, wall_text(r.boot->last_restart_wall));
+    }
     // What kubelet was expected to do, in full: its fix is in it.
-    if (const auto& kubelet = r.boot->last_shutdown.kubelet(); !kubelet.empty()) {
+    if (!r.boot->last_shutdown) continue;
+    if (const auto& kubelet = r.boot->last_shutdown->kubelet(); !kubelet.empty()) {
       out += fmt::format("{}: kubelet: {}\n", short_boot(*r.boot), one_line(kubelet, kMaxKubelet));
     }
   }
@@ -155,10 +167,21 @@ std::string render_table(const std::vector<row>& rows) {
 std::string render_json(const std::vector<row>& rows) {
   std::string out;
   for (const row& r : rows) {
-    const shutdown_account& s = r.boot->last_shutdown;
     std::string line = "{";
     append_json_string(line, "boot_id", r.boot->boot_id);
-    line += fmt::format(",\"current_boot\":{},", r.boot->current);
+    line += fmt::format(",\"current_boot\":{},\"restarts\":{},", r.boot->current, r.boot->restarts);
+    if (r.boot->restarts > 0) {
+      append_json_string(line, "last_restart_wall", r.boot->last_restart_wall);
+      line += ',';
+    }
+    if (!r.boot->last_shutdown) {
+      append_json_string(line, "verdict", to_string(r.verdict));
+      line += ',';
+      append_json_string(line, "detail", r.detail);
+      out += line + "}\n";
+      continue;
+    }
+    const shutdown_account& s = *r.boot->last_shutdown;
     append_json_string(line, "wall", s.wall());
     line += ',';
     append_json_string(line, "trigger", s.trigger());
@@ -233,13 +256,15 @@ std::string report_usage_text() {
       "usage: shutdown-shim report [--event-log=PATH | --journal] [--boots=N] [--json]\n"
       "                            [--journal-dir=DIR]\n"
       "\n"
-      "What became of the shutdown of each of the last N boots that had one, from the event log:\n"
-      "when and why it began, unready to signal, signal to the target's exit, how long the reboot\n"
-      "was held, logind's InhibitDelayMaxSec as the shim saw it, and a verdict: clean, cut short,\n"
-      "no signal, not forwarded, cancelled (or in progress, this boot). For a hold cut short, the\n"
-      "journal of that boot says whether logind's timeout or a SIGKILL or crash ended it. A log\n"
-      "that a user other than root may write (the file, its directory or one above) can say\n"
-      "anything: then every verdict is untrusted.\n"
+      "What became of the system shutdown of each of the last N boots that had one, from the\n"
+      "event log: when and why it began, unready to signal, signal to the target's exit, how long\n"
+      "the reboot was held, logind's InhibitDelayMaxSec as the shim saw it, and a verdict: clean,\n"
+      "cut short, no signal, cancelled (or in progress, this boot). Restarts of the shim (a\n"
+      "SIGTERM while no shutdown was under way) are no shutdowns: each boot's are counted on a\n"
+      "line of their own, and a boot that had only restarts has the verdict restart. For a hold\n"
+      "cut short, the journal of that boot says whether logind's timeout or a SIGKILL or crash\n"
+      "ended it. A log that a user other than root may write (the file, its directory or one\n"
+      "above) can say anything: then every verdict is untrusted.\n"
       "\n"
       "  --event-log=PATH   the shim's --event-log; PATH.1 (rotated) is read first if it exists\n"
       "                     (default: {}, as the systemd unit\n"
@@ -247,14 +272,15 @@ std::string report_usage_text() {
       "  --journal          the shim's entries in the journal instead of the event log (the\n"
       "                     default when there is no event log and the journal is persistent:\n"
       "                     {} or --journal-dir exists); only root's entries count\n"
-      "  --boots=N          the last N boots that had a shutdown (default {})\n"
+      "  --boots=N          the last N boots that had a shutdown, with those of restarts only\n"
+      "                     among and after them (default {})\n"
       "  --json             one JSON object per boot and line instead of the table\n"
       "  --journal-dir=DIR  read the journal from DIR (e.g. another node's /var/log/journal)\n"
       "                     instead of the local one, for --journal and a hold cut short\n"
       "\n"
-      "Exit status: 0 the most recent shutdown was clean; 1 it was not (or is still under way, or\n"
-      "the log is untrusted); 2 usage error; 3 no shutdown on record; 4 the event log could not\n"
-      "be read (or the journal opened).\n",
+      "Exit status: 0 the most recent system shutdown was clean; 1 it was not (or is still under\n"
+      "way, or the log is untrusted); 2 usage error; 3 no system shutdown on record; 4 the event\n"
+      "log could not be read (or the journal opened).\n",
       report_options::kDefaultEventLog, report_options::kPersistentJournal,
       report_options::kDefaultBoots);
 }
@@ -275,8 +301,16 @@ report judge(const std::vector<shutdown_history::boot>& boots, const report_opti
   rows.reserve(boots.size());
   for (const auto& b : boots) rows.push_back(make_row(b, options));
   out.out = options.json ? render_json(rows) : render_table(rows);
-  out.result = rows.back().verdict == shutdown_verdict::clean ? report::outcome::clean
-                                                              : report::outcome::not_clean;
+  // The last system shutdown decides; restarts never do (issue 22).
+  const auto last = std::find_if(rows.rbegin(), rows.rend(),
+                                 [](const row& r) { return r.boot->last_shutdown.has_value(); });
+  if (last == rows.rend()) {
+    out.result = report::outcome::no_shutdown;
+    if (out.note.empty()) out.note = fmt::format("no system shutdown on record in {}", source);
+  } else {
+    out.result = last->verdict == shutdown_verdict::clean ? report::outcome::clean
+                                                          : report::outcome::not_clean;
+  }
   return out;
 }
 

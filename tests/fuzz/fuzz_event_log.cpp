@@ -71,13 +71,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   shim::shutdown_history history(kKeep, "aaaaaaaa111111112222222233333333");
   for (const auto& r : whole.records) history.add(r);
   const auto boots = history.boots();
-  check(boots.size() <= kKeep);
+  // kKeep boots with a shutdown, and as many of restarts only at most.
+  check(boots.size() <= 2 * kKeep);
+  std::size_t with_shutdown = 0;
   for (const auto& b : boots) {
     check(shim::to_string(b.verdict()).size() > 0);
     (void)b.detail();
-    (void)b.last_shutdown.hold();
-    (void)b.last_shutdown.records_span();
+    check(b.last_shutdown || b.restarts > 0);
+    if (!b.last_shutdown) {
+      check(b.verdict() == shim::shutdown_verdict::restart);
+      continue;
+    }
+    ++with_shutdown;
+    // A restart is never a boot's shutdown.
+    check(b.verdict() != shim::shutdown_verdict::restart);
+    (void)b.last_shutdown->hold();
+    (void)b.last_shutdown->records_span();
   }
+  check(with_shutdown <= kKeep);
 
   std::size_t start = 0;
   while (start <= text.size()) {

@@ -72,6 +72,7 @@ class ShimReport : public ShimTest {
   // mount namespace where the boot id is kNextBoot. What it found at start is read from its first
   // answers: they come only once its loop runs, after the event log was read.
   struct next_boot_start {
+    shim s;  // the next boot's shim
     std::optional<sandbox::shim_event> event;
     std::string verbose;
     std::string metrics;
@@ -89,7 +90,7 @@ class ShimReport : public ShimTest {
     options.stdout_path = sb().log_path("shutdown-shim-next-boot");
     options.private_mounts = {{boot_id, "/proc/sys/kernel/random/boot_id"}};
     next.process = &next_boot_shims_.emplace_back("shutdown-shim-next-boot", next.argv, options);
-    next_boot_start out;
+    next_boot_start out{.s = next, .event = std::nullopt, .verbose = {}, .metrics = {}};
     if (auto r = wait_shim_answer(next, "/readyz?verbose")) out.verbose = r->body;
     if (auto r = wait_shim_answer(next, "/metrics")) out.metrics = r->body;
     out.event = wait_event(next, "PreviousShutdown");
@@ -160,6 +161,65 @@ TEST_F(ShimReport, ACleanRebootIsReportedCleanFromTheNextBoot) {
   EXPECT_TRUE(line->starts_with("[+]previous-shutdown ok: clean at ")) << *line;
   EXPECT_NE(line->find(", boot " + this_boot_id().substr(0, 8) + ", hold "), std::string::npos)
       << *line;
+}
+
+// Issue 22: `systemctl restart shutdown-shim` was recorded as a shutdown (ShutdownInitiated
+// cause=SIGTERM) and reported `not forwarded`, exit 1, in its boot and after a clean reboot. Here
+// the shim is restarted idle, the node reboots cleanly through the sandbox's logind, and the shim
+// is restarted again in the next boot: the report exits 0 (the last system shutdown was clean)
+// and lists both restarts as such; the next boot's shim finds the clean reboot.
+TEST_F(ShimReport, RestartsAroundACleanRebootAreListedAndNeverFailTheReport) {
+  auto api = start_apiserver("kube-apiserver", api_delay("1s"));
+  auto first = start_shim(attach_to(api, "2s", "5s"));
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_shim_lock_of(first)) << "the shim never took its lock";
+  ASSERT_EQ(sb().system_state(), "running");
+  first.process->signal(SIGTERM);
+  ASSERT_TRUE(first.process->wait_for_exit(kEventTimeout)) << "the shim did not stop on SIGTERM";
+  auto s = restart_shim(first);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_shim_lock_of(s)) << "the restarted shim never took its lock";
+  EXPECT_TRUE(api.signals().empty()) << "a restart must not stop the apiserver";
+
+  sandbox::http_prober prober(s.port);
+  auto r = reboot_and_observe(api, prober);
+  ASSERT_TRUE(r.start) << "logind never started reboot.target";
+  EXPECT_EQ(api.signals().size(), 1u);
+  // The held shim waits for the end; systemd stops it at the reboot (no record: its hold is over).
+  s.process->signal(SIGTERM);
+  ASSERT_TRUE(s.process->wait_for_exit(kEventTimeout));
+
+  // The next boot: a logind that knows of no shutdown, and the shim restarted once more there.
+  sb().restart_logind();
+  auto next = start_shim_in_next_boot(s);
+  ASSERT_TRUE(next.event) << "no PreviousShutdown event";
+  EXPECT_EQ(sandbox::json_string_field(next.event->line, "verdict"), "clean") << next.event->line;
+  EXPECT_EQ(sandbox::json_string_field(next.event->line, "restarts"), "1") << next.event->line;
+  ASSERT_TRUE(wait_shim_lock_of(next.s)) << "the next boot's shim never took its lock";
+  next.s.process->signal(SIGTERM);
+  ASSERT_TRUE(next.s.process->wait_for_exit(kEventTimeout));
+
+  EXPECT_EQ(s.count_events("Restart"), 2u);
+  EXPECT_EQ(s.count_events("ShutdownInitiated"), 1u) << "only the reboot is a shutdown";
+  const auto restart = s.first_event("Restart");
+  ASSERT_TRUE(restart);
+  EXPECT_EQ(restart->cause, "SIGTERM");
+  EXPECT_EQ(sandbox::json_string_field(restart->line, "system_state"), "running") << restart->line;
+
+  const auto table = report_from_next_boot(s, {});
+  EXPECT_EQ(table.exit_code, 0) << table.out << table.err;
+  const std::string here = this_boot_id().substr(0, 8);
+  for (const std::string& part : std::vector<std::string>{
+           "  clean\n", "11111111*  -", "  restart\n",
+           here + ": restarts of the shim (no shutdowns): 1, the last at ",
+           "11111111*: restarts of the shim (no shutdowns): 1, the last at "}) {
+    EXPECT_NE(table.out.find(part), std::string::npos) << part << " not in\n" << table.out;
+  }
+  EXPECT_EQ(table.out.find("not forwarded"), std::string::npos) << table.out;
+  const auto json = report_from_next_boot(s, {"--json"});
+  EXPECT_EQ(json.exit_code, 0);
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 2) << json.out;
+  EXPECT_NE(json.out.find(R"("current_boot":true,"restarts":1,)"), std::string::npos) << json.out;
 }
 
 TEST_F(ShimReport, AKillMidHoldIsReportedCutShort) {

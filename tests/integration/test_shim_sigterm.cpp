@@ -34,11 +34,15 @@ TEST_F(ShimSigterm, WhileSystemRunsNothingIsForwardedAndTheShimExits) {
   EXPECT_FALSE(s.first_event("SignalForwarded"));
 
   // Its words: the shim stops without signalling, nothing is shutting down, no reboot is held.
+  // Issue 22: recorded as a Restart, not as a shutdown.
   constexpr std::string_view kStop =
       "stopping without signalling the target: the system is not shutting down";
-  const auto initiated = s.first_event("ShutdownInitiated");
-  ASSERT_TRUE(initiated);
-  EXPECT_EQ(initiated->message.find("on hold"), std::string::npos) << initiated->line;
+  EXPECT_FALSE(s.first_event("ShutdownInitiated"));
+  const auto restart = s.first_event("Restart");
+  ASSERT_TRUE(restart);
+  EXPECT_EQ(restart->cause, "SIGTERM");
+  EXPECT_NE(restart->message.find(kStop), std::string::npos) << restart->line;
+  EXPECT_EQ(restart->message.find("on hold"), std::string::npos) << restart->line;
   const auto released = s.first_event("InhibitorReleased");
   ASSERT_TRUE(released);
   EXPECT_NE(released->message.find(kStop), std::string::npos) << released->line;

@@ -159,6 +159,7 @@ TEST_F(EventRecorder, LogsAtTheEventsLevel) {
   events.record(event_kind::BusLost, "c", "m");
   events.record(event_kind::BusRestored, "c", "m");
   events.record(event_kind::InhibitDelayEnsured, "c", "m");
+  events.record(event_kind::Restart, "SIGTERM", "m");
   EXPECT_THAT(
       split_lines(out.text()),
       ElementsAre("<6>started event=Started", "<6>InhibitorTaken event=InhibitorTaken",
@@ -166,7 +167,8 @@ TEST_F(EventRecorder, LogsAtTheEventsLevel) {
                   "<5>m event=SignalForwarded cause=c", "<6>m event=TargetExited cause=c",
                   "<6>m event=DrainElapsed cause=c", "<5>m event=InhibitorReleased cause=c",
                   "<6>m event=ShutdownCancelled cause=c", "<4>m event=BusLost cause=c",
-                  "<6>m event=BusRestored cause=c", "<5>m event=InhibitDelayEnsured cause=c"));
+                  "<6>m event=BusRestored cause=c", "<5>m event=InhibitDelayEnsured cause=c",
+                  "<5>m event=Restart cause=SIGTERM"));
 }
 
 TEST_F(EventRecorder, AppendsAcrossInstances) {

@@ -12,6 +12,7 @@
 
 #include "core/shim_status.hpp"
 #include "kubelet/kubelet_outlook.hpp"
+#include "kubelet/kubelet_watch.hpp"
 #include "log_test_support.hpp"
 
 namespace shim {
@@ -410,6 +411,60 @@ TEST(KubeletOutlook, KubeletsFilesAreReadWithTheFlagNamedInEachFailure) {
   ASSERT_FALSE(read.manifest.ok());
   EXPECT_THAT(read.manifest.error(),
               testing::StartsWith("--static-pod-manifest=" + (d / "missing.yaml").string() + ": "));
+}
+
+// Issue 22, item 5: the outlook, some 400 bytes, was logged twice at every start (without the lock,
+// then with it once logind listed it). Now once, once logind's locks are listed, in a few words;
+// the check (and the KubeletShutdown record at a shutdown) keep it in full.
+TEST(KubeletWatch, TheOutlookIsSaidOnceAtStartInAFewWords) {
+  test::temp_dir dir;
+  const std::filesystem::path d = dir.path();
+  std::ofstream(d / "config.yaml") << "kind: KubeletConfiguration\nshutdownGracePeriod: 30s\n"
+                                      "shutdownGracePeriodCriticalPods: 10s\n";
+  std::ofstream(d / "kube-apiserver.yaml")
+      << "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n  namespace: "
+         "kube-system\nspec:\n  priority: 2000001000\n  terminationGracePeriodSeconds: 5\n";
+  config cfg;
+  cfg.kubelet_config = (d / "config.yaml").string();
+  cfg.static_pod_manifest = (d / "kube-apiserver.yaml").string();
+  cfg.logind_conf_dir = d.string();
+  test::captured_output out;
+  logger log(log_format::text, out.fd(), true);
+  kubelet_outlook outlook(
+      {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true});
+  int changes = 0;
+  kubelet_watch watch(cfg, log, outlook, {.gone = [] {}, .changed = [&changes] { ++changes; }});
+  watch.start();
+  EXPECT_EQ(out.text(), "") << "nothing said before logind's list";
+  const logind_inhibitor::listed_lock kubelet{.what = "shutdown",
+                                              .who = std::string(kKubeletInhibitWho),
+                                              .why = std::string(kKubeletInhibitWhy),
+                                              .mode = "delay",
+                                              .uid = 0,
+                                              .pid = 812};
+  watch.locks_listed({kubelet});
+  watch.locks_listed({kubelet});  // listed again, nothing new
+  EXPECT_EQ(changes, 1);
+  const auto lines = test::split_lines(out.text());
+  ASSERT_EQ(lines.size(), 1u) << out.text();
+  EXPECT_EQ(lines[0],
+            "<5>kubelet (pid 812) sends kube-apiserver its SIGTERM, the shim none (detail: "
+            "/readyz?verbose)");
+  EXPECT_THAT(outlook.summary(), HasSubstr("the shim sends no signal of its own"));
+  EXPECT_GT(outlook.summary().size(), 4 * lines[0].size()) << outlook.summary();
+
+  // No lock listed: said once all the same, at the first list.
+  test::captured_output none_out;
+  logger none_log(log_format::text, none_out.fd(), true);
+  kubelet_outlook none_outlook(
+      {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true});
+  kubelet_watch none(cfg, none_log, none_outlook, {.gone = [] {}, .changed = [] {}});
+  none.start();
+  none.locks_listed({});
+  none.locks_listed({});
+  EXPECT_THAT(test::split_lines(none_out.text()),
+              testing::ElementsAre("<5>kubelet holds no shutdown lock: the shim signals "
+                                   "kube-apiserver (detail: /readyz?verbose)"));
 }
 
 }  // namespace

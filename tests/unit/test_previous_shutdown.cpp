@@ -108,11 +108,49 @@ TEST(PreviousShutdown, TheLatestEarlierBootWins) {
       .add("ShutdownInitiated", 50, "SIGTERM")
       .add("InhibitorReleased", 50.1, "SIGTERM");
   log.boot(kBootC).start(3);
+  // Issue 22: boot B's records are an older shim's restart, no shutdown: A's reboot is the last.
   const auto p = previous_of(log.text(), kBootC);
   ASSERT_TRUE(p);
-  EXPECT_EQ(p->boot_id, kBootB);
-  EXPECT_EQ(p->verdict, shutdown_verdict::not_forwarded);
-  EXPECT_THAT(p->summary(), HasSubstr(": the shim's SIGTERM was not passed on"));
+  EXPECT_EQ(p->boot_id, kBootA);
+  EXPECT_EQ(p->verdict, shutdown_verdict::clean);
+
+  event_log_builder cut;
+  cut.start(1).clean_shutdown(100);
+  cut.boot(kBootB).start(2).add("ShutdownInitiated", 50, "PrepareForShutdown(true)");
+  cut.boot(kBootC).start(3);
+  const auto later = previous_of(cut.text(), kBootC);
+  ASSERT_TRUE(later);
+  EXPECT_EQ(later->boot_id, kBootB);
+  EXPECT_EQ(later->verdict, shutdown_verdict::cut_short);
+}
+
+// Issue 22: a restart idle, a clean reboot, a restart in this boot: the previous shutdown is the
+// clean reboot, with the restart of its boot said apart, never a failure.
+TEST(PreviousShutdown, RestartsAreNotTheShutdownAndAreSaidApart) {
+  event_log_builder log;
+  log.start(1)
+      .add("Restart", 50, "SIGTERM", R"("system_state":"running")")
+      .add("InhibitorReleased", 50.001, "SIGTERM")
+      .pid(200)
+      .start(51)
+      .clean_shutdown(100);
+  log.boot(kBootB)
+      .pid(300)
+      .start(1)
+      .add("Restart", 20, "SIGTERM")
+      .add("InhibitorReleased", 20.001, "SIGTERM")
+      .pid(400)
+      .start(21);
+  const auto p = previous_of(log.text(), kBootB);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->boot_id, kBootA);
+  EXPECT_EQ(p->verdict, shutdown_verdict::clean);
+  EXPECT_EQ(p->restarts, 1u);
+  EXPECT_EQ(
+      p->summary(),
+      "clean at 2026-11-29T16:01:40.000000Z, boot aaaaaaaa, hold 3.0 s, 1 restart of the shim");
+  EXPECT_EQ(value_of(p->fields(), "verdict"), "clean");
+  EXPECT_EQ(value_of(p->fields(), "restarts"), "1");
 }
 
 TEST(PreviousShutdown, NoneWhenOnlyThisBootHadOne) {

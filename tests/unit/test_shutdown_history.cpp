@@ -54,7 +54,8 @@ TEST(ShutdownHistory, CleanWithItsFigures) {
   EXPECT_EQ(b.boot_id, kBootA);
   EXPECT_FALSE(b.current);
   EXPECT_EQ(b.verdict(), shutdown_verdict::clean);
-  const auto& s = b.last_shutdown;
+  ASSERT_TRUE(b.last_shutdown);
+  const auto& s = *b.last_shutdown;
   EXPECT_EQ(s.trigger(), "PrepareForShutdown(true)");
   EXPECT_EQ(s.wall(), "2026-11-29T16:01:40.000000Z");
   EXPECT_DOUBLE_EQ(*s.unready_to_signal(), 0.002);
@@ -74,8 +75,8 @@ TEST(ShutdownHistory, CutShortWhenTheRecordsStopBeforeTheRelease) {
   const auto c = classify(log.text());
   ASSERT_EQ(c.boots.size(), 1u);
   EXPECT_EQ(c.boots[0].verdict(), shutdown_verdict::cut_short);
-  EXPECT_FALSE(c.boots[0].last_shutdown.hold());
-  EXPECT_DOUBLE_EQ(*c.boots[0].last_shutdown.records_span(), 1.5);
+  EXPECT_FALSE(c.boots[0].last_shutdown->hold());
+  EXPECT_DOUBLE_EQ(*c.boots[0].last_shutdown->records_span(), 1.5);
   EXPECT_THAT(c.boots[0].detail(), HasSubstr("pid 100"));
   EXPECT_THAT(c.boots[0].detail(), HasSubstr("1.5 s into the hold"));
 }
@@ -103,13 +104,63 @@ TEST(ShutdownHistory, NoSignalWhenTheWrappedChildHadAlreadyExited) {
 }
 
 TEST(ShutdownHistory, NotForwardedWhenTheLockIsReleasedBeforeAnyDrain) {
-  // A SIGTERM while PID 1 is not stopping: not passed on, the lock released at once.
+  // A SIGTERM while PID 1 is not stopping: not passed on, the lock released at once. Issue 22:
+  // that is a restart of the shim (as an older shim recorded it), no shutdown.
   event_log_builder log;
   log.start(1).add("ShutdownInitiated", 100, "SIGTERM").add("InhibitorReleased", 100.01, "SIGTERM");
   const auto c = classify(log.text());
   ASSERT_EQ(c.boots.size(), 1u);
-  EXPECT_EQ(c.boots[0].verdict(), shutdown_verdict::not_forwarded);
-  EXPECT_THAT(c.boots[0].detail(), HasSubstr("SIGTERM was not passed on"));
+  EXPECT_EQ(c.boots[0].verdict(), shutdown_verdict::restart);
+  EXPECT_FALSE(c.boots[0].last_shutdown);
+  EXPECT_EQ(c.boots[0].restarts, 1u);
+  EXPECT_EQ(c.boots[0].detail(),
+            "no system shutdown on record in this boot; the shim was restarted (1 restart, the "
+            "last at 2026-11-29T16:01:40.000000Z)");
+}
+
+// Issue 22: today's shim records a restart as such; it is counted, and the boot's system shutdown
+// (a cancelled one here) stays what the boot is judged by, whichever record a restart is told by.
+TEST(ShutdownHistory, RestartsAreCountedApartFromTheBootsShutdown) {
+  for (const char* restart : {"Restart", "ShutdownInitiated"}) {
+    event_log_builder log;
+    log.start(1)
+        .add("ShutdownInitiated", 40, "PrepareForShutdown(true)")
+        .add("ShutdownCancelled", 41, "PrepareForShutdown(false): the shutdown was cancelled")
+        .add(restart, 50, "SIGTERM")
+        .add("InhibitorReleased", 50.001, "SIGTERM")
+        .pid(200)
+        .start(51)
+        .add(restart, 70, "SIGTERM")
+        .add("InhibitorReleased", 70.001, "SIGTERM");
+    const auto c = classify(log.text());
+    ASSERT_EQ(c.boots.size(), 1u) << restart;
+    EXPECT_EQ(c.boots[0].verdict(), shutdown_verdict::cancelled) << restart;
+    EXPECT_EQ(c.boots[0].restarts, 2u) << restart;
+    EXPECT_EQ(c.boots[0].restarts_text(), "2 restarts, the last at 2026-11-29T16:01:10.000000Z");
+  }
+}
+
+// Boots of restarts only are kept among and after the last shutdowns, never more of them than
+// boots asked for, and never at the cost of a shutdown.
+TEST(ShutdownHistory, BootsOfRestartsOnlyAreKeptBesideTheLastShutdowns) {
+  event_log_builder log;
+  log.start(1).add("Restart", 10, "SIGTERM");               // A: before the kept shutdowns
+  log.boot(kBootB).start(1).clean_shutdown(100);            // B
+  log.boot(kBootC).start(1).add("Restart", 10, "SIGTERM");  // C
+  log.boot("dddddddd111111112222222233333333").start(1).clean_shutdown(100);  // D
+  const auto c = classify(log.text(), 2);
+  ASSERT_EQ(c.boots.size(), 3u);
+  EXPECT_EQ(c.boots[0].boot_id, kBootB);
+  EXPECT_EQ(c.boots[1].boot_id, kBootC);
+  EXPECT_EQ(c.boots[1].verdict(), shutdown_verdict::restart);
+  EXPECT_EQ(c.boots[2].verdict(), shutdown_verdict::clean);
+
+  log.boot("eeeeeeee111111112222222233333333").start(1).add("Restart", 10, "SIGTERM");
+  log.boot("ffffffff111111112222222233333333").start(1).add("Restart", 10, "SIGTERM");
+  const auto more = classify(log.text(), 2);
+  ASSERT_EQ(more.boots.size(), 4u) << "2 boots asked for: at most 4 in all";
+  EXPECT_EQ(more.boots[0].boot_id, kBootC);
+  EXPECT_EQ(more.boots[3].boot_id, "ffffffff111111112222222233333333");
 }
 
 TEST(ShutdownHistory, Cancelled) {
@@ -215,7 +266,7 @@ TEST(ShutdownHistory, TwoBootsOldestFirst) {
   EXPECT_EQ(c.boots[0].verdict(), shutdown_verdict::clean);
   EXPECT_EQ(c.boots[1].boot_id, kBootB);
   EXPECT_EQ(c.boots[1].verdict(), shutdown_verdict::cut_short);
-  EXPECT_EQ(c.boots[1].last_shutdown.trigger(), "SIGTERM");
+  EXPECT_EQ(c.boots[1].last_shutdown->trigger(), "SIGTERM");
 }
 
 TEST(ShutdownHistory, ABootWithoutAShutdownIsLeftOut) {
@@ -249,7 +300,7 @@ TEST(ShutdownHistory, ACancelThenACleanRebootInTheSameBootIsClean) {
   const auto c = classify(log.text());
   ASSERT_EQ(c.boots.size(), 1u);
   EXPECT_EQ(c.boots[0].verdict(), shutdown_verdict::clean);
-  EXPECT_DOUBLE_EQ(*c.boots[0].last_shutdown.hold(), 3.001);
+  EXPECT_DOUBLE_EQ(*c.boots[0].last_shutdown->hold(), 3.001);
 }
 
 TEST(ShutdownHistory, ACleanRebootThenALateCancelIsCancelled) {
@@ -295,7 +346,7 @@ TEST(ShutdownHistory, TheDelayMaxFromTheRecordThatHasIt) {
   log.start(1)
       .add("ShutdownInitiated", 100, "PrepareForShutdown(true)")
       .add("SignalForwarded", 100);
-  EXPECT_FALSE(classify(log.text()).boots.at(0).last_shutdown.inhibit_delay_max_usec());
+  EXPECT_FALSE(classify(log.text()).boots.at(0).last_shutdown->inhibit_delay_max_usec());
 }
 
 TEST(ShutdownHistory, ReadsTheRotatedFileFirst) {

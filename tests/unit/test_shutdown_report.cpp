@@ -156,7 +156,7 @@ TEST_F(ShutdownReport, CleanJson) {
   EXPECT_EQ(r.result, report::outcome::clean);
   EXPECT_EQ(
       r.out,
-      R"({"boot_id":"aaaaaaaa111111112222222233333333","current_boot":false,)"
+      R"({"boot_id":"aaaaaaaa111111112222222233333333","current_boot":false,"restarts":0,)"
       R"j("wall":"2026-11-29T16:01:40.000000Z","trigger":"PrepareForShutdown(true)",)j"
       R"("unready_to_signal_seconds":0.002,"signal_to_target_exit_seconds":1.248,)"
       R"("hold_seconds":3.001,"records_span_seconds":3.001,"inhibit_delay_max_seconds":90.000,)"
@@ -202,10 +202,80 @@ TEST_F(ShutdownReport, EveryVerdictButCleanIsNotClean) {
       .add("ShutdownInitiated", 100)
       .add("DrainElapsed", 103)
       .add("InhibitorReleased", 103);
-  for (const auto* log : {&cancelled, &not_forwarded, &no_signal}) {
+  for (const auto* log : {&cancelled, &no_signal}) {
     EXPECT_EQ(run(log->text()).result, report::outcome::not_clean) << log->text();
   }
-  EXPECT_THAT(run(not_forwarded.text()).out, HasSubstr("not forwarded\n"));
+  // Issue 22: what was `not forwarded` (the shim's SIGTERM, the lock released at once) is a
+  // restart, no shutdown at all.
+  const auto restart = run(not_forwarded.text());
+  EXPECT_EQ(restart.result, report::outcome::no_shutdown) << restart.out;
+  EXPECT_THAT(restart.out, HasSubstr("  restart\n"));
+}
+
+// Issue 22: a `systemctl restart shutdown-shim` read as a failed shutdown: `not forwarded`, exit 1,
+// even in the boot after a clean reboot. A restart is no shutdown: the last system shutdown
+// decides the exit status, and each boot's restarts are on a line of their own. The same for an
+// older shim's records of a restart (ShutdownInitiated cause=SIGTERM, the lock released at once),
+// which the upgrade to this one writes.
+TEST_F(ShutdownReport, RestartsAreNoShutdownsAndTheLastSystemShutdownDecides) {
+  const auto restart = [](event_log_builder& log, double at, bool older_shim) {
+    if (older_shim) {
+      log.add("ShutdownInitiated", at, "SIGTERM");
+    } else {
+      log.add("Restart", at, "SIGTERM", R"("system_state":"running")");
+    }
+    log.add("InhibitorReleased", at + 0.001, "SIGTERM");
+  };
+  for (const bool older_shim : {false, true}) {
+    event_log_builder log;
+    log.start(1);
+    restart(log, 50, older_shim);
+    log.pid(200).start(51).clean_shutdown(100, 1.25);
+    log.boot(kBootB).pid(300).start(1);
+    restart(log, 60, older_shim);
+    log.pid(400).start(61);
+    const auto r = run(log.text());
+    EXPECT_EQ(r.result, report::outcome::clean) << r.out;
+    EXPECT_EQ(r.note, "");
+    EXPECT_EQ(
+        r.out,
+        "BOOT      SHUTDOWN AT (UTC)     TRIGGER                   UNREADY>SIGNAL  SIGNAL>EXIT  "
+        "HOLD  LOGIND MAX  VERDICT\n"
+        "aaaaaaaa  2026-11-29 16:01:40Z  PrepareForShutdown(true)  0.0s            1.2s         "
+        "3.0s  90s         clean\n"
+        "bbbbbbbb  -                     -                         -               -            "
+        "-     -           restart\n"
+        "aaaaaaaa: restarts of the shim (no shutdowns): 1, the last at 2026-11-29 16:00:50Z\n"
+        "bbbbbbbb: restarts of the shim (no shutdowns): 1, the last at 2026-11-29 16:01:00Z\n")
+        << (older_shim ? "an older shim's records" : "Restart records");
+    const auto json = run(log.text(), true);
+    EXPECT_EQ(json.result, report::outcome::clean);
+    EXPECT_THAT(json.out, HasSubstr(R"("current_boot":false,"restarts":1,)"
+                                    R"("last_restart_wall":"2026-11-29T16:00:50.000000Z",)"
+                                    R"("wall":"2026-11-29T16:01:40.000000Z",)"));
+    EXPECT_THAT(json.out, HasSubstr(R"("boot_id":"bbbbbbbb111111112222222233333333",)"
+                                    R"("current_boot":false,"restarts":1,)"
+                                    R"("last_restart_wall":"2026-11-29T16:01:00.000000Z",)"
+                                    R"("verdict":"restart","detail":"no system shutdown)"));
+  }
+}
+
+// A restart after a shutdown that was not clean leaves that verdict standing; restarts alone are
+// no shutdown on record.
+TEST_F(ShutdownReport, ARestartNeverMakesAShutdownCleanNorIsOne) {
+  event_log_builder cut;
+  cut.start(1).add("ShutdownInitiated", 100, "PrepareForShutdown(true)");
+  cut.boot(kBootB).start(1).add("Restart", 60, "SIGTERM").add("InhibitorReleased", 60, "SIGTERM");
+  const auto r = run(cut.text());
+  EXPECT_EQ(r.result, report::outcome::not_clean);
+  EXPECT_THAT(r.out, HasSubstr("cut short"));
+
+  event_log_builder only;
+  only.start(1).add("Restart", 60, "SIGTERM").add("InhibitorReleased", 60, "SIGTERM");
+  const auto none = run(only.text());
+  EXPECT_EQ(none.result, report::outcome::no_shutdown);
+  EXPECT_EQ(none.note, "no system shutdown on record in " + path);
+  EXPECT_THAT(none.out, HasSubstr("restart\naaaaaaaa: restarts of the shim (no shutdowns): 1,"));
 }
 
 TEST_F(ShutdownReport, TheRunningBootIsMarked) {
@@ -277,7 +347,8 @@ TEST_F(ShutdownReport, ALongTriggerStaysOnOneShortLine) {
   event_log_builder log;
   log.start(1)
       .add("ShutdownInitiated", 100, R"(a cause\nthat spans lines and goes on and on and on)")
-      .add("InhibitorReleased", 100);
+      .add("DrainElapsed", 103)  // a shutdown (no signal), not a restart: its row has the trigger
+      .add("InhibitorReleased", 103);
   const auto r = run(log.text());
   EXPECT_THAT(r.out, HasSubstr("  a cause that spans lines and goes on...  "));
 }

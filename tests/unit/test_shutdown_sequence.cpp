@@ -35,7 +35,8 @@ struct fake_edges {
   int readies = 0;
   int unreadies = 0;
   std::vector<event_kind> events;
-  std::vector<std::string> unready_messages, notes, release_messages;
+  std::vector<std::string> unready_messages, notes, release_messages, record_messages;
+  std::vector<seq::action> records;  // record_start
   tp now = t0;
   // Signals that reach the target in the current shutdown: the shim's, and kubelet's unless its
   // lock went before the target exited (kubelet_gone stands for a kubelet gone without signalling);
@@ -90,7 +91,7 @@ struct fake_edges {
           break;
         case kind::become_unready:
           ++unreadies;
-          events.push_back(a.event.value_or(event_kind::ShutdownInitiated));
+          if (a.event) events.push_back(*a.event);
           shutdown_signals = 0;
           kubelet_expected = false;
           target_gone = false;
@@ -103,6 +104,11 @@ struct fake_edges {
           break;
         case kind::note:
           if (a.event) events.push_back(*a.event);
+          break;
+        case kind::record_start:
+          events.push_back(a.event.value());
+          record_messages.push_back(a.message);
+          records.push_back(a);
           break;
         case kind::notify_stopping:
           ++stoppings;
@@ -490,7 +496,8 @@ TEST(ShutdownSequence, ASigtermNotForwardedIsWordedAsAStopWithoutSignal) {
   EXPECT_EQ(e.unready_messages[0],
             "received SIGTERM, becoming unready; asking PID 1 whether the system is shutting down");
   e.apply(e.machine.system_state(t0 + 5ms, false, "running"));
-  EXPECT_THAT(e.notes, testing::Contains(std::string(kStop)));
+  // Issue 22: said by the Restart record, no longer by a note of its own.
+  EXPECT_EQ(e.record_messages, std::vector<std::string>{std::string(kStop)});
   EXPECT_EQ(e.release_messages, std::vector<std::string>{std::string(kStop)});
 
   fake_edges policy(attach());
@@ -502,7 +509,8 @@ TEST(ShutdownSequence, ASigtermNotForwardedIsWordedAsAStopWithoutSignal) {
   EXPECT_EQ(policy.release_messages,
             std::vector<std::string>{
                 "stopping without signalling the target: SIGTERM is not passed on by policy"});
-  for (const auto* all : {&e.unready_messages, &e.notes, &policy.unready_messages, &policy.notes}) {
+  for (const auto* all : {&e.unready_messages, &e.notes, &e.record_messages,
+                          &policy.unready_messages, &policy.notes}) {
     for (const auto& m : *all) EXPECT_EQ(m.find("on hold"), std::string::npos) << m;
   }
 
@@ -514,6 +522,52 @@ TEST(ShutdownSequence, ASigtermNotForwardedIsWordedAsAStopWithoutSignal) {
   reboot.target_exit(t0 + 1s);
   reboot.run_timers();
   EXPECT_EQ(reboot.release_messages, std::vector<std::string>{""});
+}
+
+// Issue 22: a `systemctl restart` of the shim was recorded as ShutdownInitiated, and read as a
+// failed shutdown. A shim SIGTERM is recorded as what it turns out to be, once that is known:
+// Restart when it is not passed on, ShutdownInitiated (stamped at the unready moment, with the
+// signal as its cause) when it is.
+TEST(ShutdownSequence, ASigtermIsRecordedAsARestartOrAShutdownOnceItIsKnown) {
+  fake_edges running(attach());
+  running.sigterm(t0, seq::forward_decision::ask_system_state);
+  EXPECT_TRUE(running.events.empty()) << "nothing recorded before PID 1 answers";
+  running.apply(running.machine.system_state(t0 + 5ms, false, "running"));
+  EXPECT_THAT(running.events, testing::ElementsAre(event_kind::Restart));
+  ASSERT_EQ(running.records.size(), 1u);
+  EXPECT_EQ(running.records[0].at, t0);
+  EXPECT_EQ(running.records[0].cause, "SIGTERM");
+
+  fake_edges policy(attach());
+  policy.sigterm(t0, seq::forward_decision::skip);
+  EXPECT_THAT(policy.events, testing::ElementsAre(event_kind::Restart));
+  EXPECT_TRUE(policy.records.empty()) << "known at once: become_unready's own record";
+
+  fake_edges stopping(attach());
+  stopping.sigterm(t0, seq::forward_decision::ask_system_state);
+  stopping.apply(stopping.machine.system_state(t0 + 5ms, true, "stopping"));
+  stopping.target_exit(t0 + 1s);
+  stopping.run_timers();
+  EXPECT_THAT(stopping.events,
+              testing::ElementsAre(event_kind::ShutdownInitiated, event_kind::DrainElapsed));
+  ASSERT_EQ(stopping.records.size(), 1u);
+  EXPECT_EQ(stopping.records[0].at, t0) << "the hold is counted from the SIGTERM";
+  EXPECT_EQ(stopping.records[0].message,
+            "received SIGTERM, keeping the reboot on hold: the system is going down "
+            "(SystemState=stopping)");
+
+  fake_edges settled(attach());
+  settled.sigterm(t0, seq::forward_decision::ask_system_state);
+  settled.prepare_for_shutdown(t0 + 1ms);
+  settled.apply(settled.machine.system_state(t0 + 5ms, false, "running"));
+  EXPECT_THAT(settled.events, testing::ElementsAre(event_kind::ShutdownInitiated));
+  ASSERT_EQ(settled.records.size(), 1u);
+  EXPECT_EQ(settled.records[0].cause, "SIGTERM");
+
+  fake_edges forwarded(attach());
+  forwarded.sigterm(t0, seq::forward_decision::forward);
+  EXPECT_THAT(forwarded.events, testing::ElementsAre(event_kind::ShutdownInitiated));
+  EXPECT_TRUE(forwarded.records.empty());
 }
 
 TEST(ShutdownSequence, SigtermWhileSystemStoppingForwardsAndHolds) {
