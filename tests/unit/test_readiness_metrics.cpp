@@ -49,6 +49,8 @@ TEST(RenderMetrics, ReadyNode) {
            "shutdown_shim_signals_forwarded_total 0",
            "shutdown_shim_events_total{event=\"Started\"} 0",
            "shutdown_shim_events_total{event=\"PreviousShutdown\"} 0",
+           // A restart is counted as its own kind, never as a ShutdownInitiated (issue 22).
+           "shutdown_shim_events_total{event=\"Restart\"} 0",
            "# TYPE shutdown_shim_ready gauge",
            "# TYPE shutdown_shim_signals_forwarded_total counter",
            "# TYPE shutdown_shim_http_requests_total counter",
