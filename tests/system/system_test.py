@@ -36,6 +36,15 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def message_id(kind: str) -> str:
+    """An event kind's journal MESSAGE_ID, from the one table of them (src/log/event_kind.hpp)."""
+    table = (REPO / "src/log/event_kind.hpp").read_text()
+    found = re.search(r'\{"%s", log_level::\w+, "([0-9a-f]{32})"\}' % re.escape(kind), table)
+    if not found:
+        raise RuntimeError(f"no MESSAGE_ID for {kind} in src/log/event_kind.hpp")
+    return found.group(1)
 GUEST = REPO / "tests" / "system" / "guest"
 VM_GUEST = REPO / "tests" / "vm" / "guest"
 
@@ -828,9 +837,15 @@ def upgrade(node: Node, r: Result):
     r.expect(lifecycle == ["LISTENING"], f"kube-apiserver's lifecycle log: {lifecycle}")
     r.expect(not node.apiserver_signals(),
              f"kube-apiserver got {len(node.apiserver_signals())} signals at the upgrade")
-    # Any SIGTERM turns the shim unready and makes it ask PID 1 (ShutdownInitiated); PID 1 said
-    # "running", so nothing was forwarded.
+    # Any SIGTERM turns the shim unready and makes it ask PID 1; PID 1 said "running", so nothing
+    # was forwarded, and the stop is a Restart, no shutdown (issue 22).
     r.expect("SignalForwarded" not in kinds, f"a signal was forwarded at the upgrade: {kinds}")
+    r.expect("Restart" in kinds and "ShutdownInitiated" not in kinds,
+             f"the upgrade's restart is not recorded as a Restart: {kinds}")
+    # The daemon under the real systemd and journald: the restart is a structured entry.
+    restart_t, _ = j.first(lambda e: e.get("MESSAGE_ID") == message_id("Restart") and
+                           e.get("SHUTDOWN_SHIM_EVENT") == "Restart", t0)
+    r.expect(restart_t is not None, "no journal entry MESSAGE_ID=<Restart's id> at the upgrade")
     # The operator's settings survive: an unchanged conffile the operator edited is kept.
     r.expect(SETTINGS_MARK in (node.root / "etc/default/shutdown-shim").read_text(),
              "the upgrade replaced the edited /etc/default/shutdown-shim")
