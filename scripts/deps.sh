@@ -50,6 +50,13 @@ install_missing_packages() {
     --no-install-recommends "${missing[@]}"
 }
 
+# Whether build folder $1 is set up as the package's (debian/rules test-build): its record of the
+# flags and options is what debian/rules gives now. Run in the tree.
+is_package_build() {
+  [ -f "$1/package-configuration" ] &&
+    make -s -f debian/rules configuration | cmp -s - "$1/package-configuration"
+}
+
 # Sets up (or reconfigures) a clang build of the fuzz targets only, with ASan and UBSan, in $1.
 setup_fuzz_build() {
   local dir=$1
