@@ -320,6 +320,25 @@ void shutdown_shim::carry_out(const seq::action& a) {
     case kind::exit:
       request_exit();
       break;
+    case kind::start_drill: {
+      const auto end = runner_.sequence().drill_end().value_or(a.at);
+      status_.drill = shim_status::drill_state{
+          .since = std::chrono::system_clock::now() - (clock::now() - a.at),
+          .started = a.at,
+          .ends = end,
+          .cause = a.cause};
+      ++status_.drills;
+      events_.record(event_kind::DrillStarted, a.cause, a.message,
+                     {{"duration", format_duration(end - a.at)},
+                      {"drain_delay", format_duration(cfg_.drain_delay)}},
+                     a.at);
+      break;
+    }
+    case kind::end_drill:
+      status_.drill.reset();
+      events_.record(event_kind::DrillEnded, a.cause, a.message,
+                     {{"outcome", a.cause}, {"served", format_duration(clock::now() - a.at)}});
+      break;
     case kind::note:
       if (a.event) {
         events_.record(*a.event, a.message, a.message);

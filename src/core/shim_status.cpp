@@ -66,8 +66,16 @@ std::string logind_delay_detail(const shim_status& s) {
   return s.logind.delay_ensure;
 }
 
+std::string drill_detail(const shim_status& s) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto left = s.drill->ends > now ? s.drill->ends - now : std::chrono::nanoseconds(0);
+  return fmt::format("a drill since {} ({}), {} left; `shutdown-shim drill --stop` ends it",
+                     format_wall_time(s.drill->since), s.drill->cause,
+                     format_duration(std::chrono::ceil<std::chrono::seconds>(left)));
+}
+
 // In the order /readyz?verbose lists them.
-constexpr std::array<check_def, 8> kChecks{{
+constexpr std::array<check_def, 9> kChecks{{
     {"listener", always, [](const shim_status& s) { return s.listener_bound; },
      [](const shim_status& s) { return std::string(s.listener_bound ? "" : "not bound yet"); }},
     // Fails only until the first attempt has finished: a lock that cannot be taken (auto mode) or
@@ -90,6 +98,9 @@ constexpr std::array<check_def, 8> kChecks{{
        const std::string since = s.draining_since ? format_wall_time(*s.draining_since) : "now";
        return fmt::format("draining since {} ({})", since, s.drain_cause);
      }},
+    // Only during a drill, which it fails: unready for the load balancer as at a shutdown.
+    {"drill", [](const shim_status& s) { return s.drill.has_value(); },
+     [](const shim_status&) { return false; }, drill_detail},
     {"target", [](const shim_status& s) { return s.target.configured || s.waiting_for_target; },
      [](const shim_status& s) { return s.target.running && !s.waiting_for_target; },
      [](const shim_status& s) {
@@ -140,6 +151,8 @@ std::string status_line(const shim_status& status) {
     const std::string cause = one_line(status.drain_cause, kMaxCheckDetail);
     text = status.logind.inhibitor == state::released ? "hold over, unready: " + cause
                                                       : "draining, reboot on hold: " + cause;
+  } else if (status.drill) {
+    text = "drill, unready for the load balancer: " + drill_detail(status);
   } else if (ready) {
     text = status.logind.inhibitor == state::held
                ? "ready; holding a logind delay lock"
@@ -152,7 +165,7 @@ std::string status_line(const shim_status& status) {
     text = "unready";
   }
   for (const auto& c : checks) {
-    if (c.ok || c.name == "shutdown") continue;
+    if (c.ok || c.name == "shutdown" || c.name == "drill") continue;  // said first
     text += fmt::format("; {} failed", c.name);
     if (!c.detail.empty()) text += ": " + c.detail;
   }

@@ -33,6 +33,16 @@ struct shim_status {
   // After a cancelled shutdown whose signal was already sent: unready until a target runs again.
   bool waiting_for_target = false;
 
+  // `shutdown-shim drill` (issue 23): unready as at a shutdown, for the drill's length.
+  struct drill_state {
+    std::chrono::system_clock::time_point since;
+    std::chrono::steady_clock::time_point started;
+    std::chrono::steady_clock::time_point ends;
+    std::string cause;  // who asked
+  };
+  std::optional<drill_state> drill;
+  std::uint64_t drills = 0;  // started since the shim started
+
   // The target check, when a target is configured (a wrapped child or a --target-* flag).
   struct target_state {
     bool configured = false;

@@ -63,8 +63,14 @@ shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_ki
                                                       forward_decision decision) {
   actions out;
   const bool from_signal = kind != trigger_kind::prepare_for_shutdown;
-  if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
-    start(now, kind, cause, decision, out);
+  if (phase_ == phase::drilling) {
+    // The drill becomes the shutdown: the load balancer has been draining the node since the
+    // drill began, so the drain is counted from then.
+    const time_point since = unready_at_;
+    end_drill("shutdown", out);
+    start(now, since, kind, cause, decision, out);
+  } else if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
+    start(now, now, kind, cause, decision, out);
   } else {
     // One signal per shutdown: later triggers are logged, never forwarded again.
     out.push_back(note(cause + " while already shutting down: not forwarding again"));
@@ -81,10 +87,13 @@ shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_ki
   return out;
 }
 
-void shutdown_sequence::start(time_point now, trigger_kind kind, const std::string& cause,
-                              forward_decision decision, actions& out) {
+void shutdown_sequence::start(time_point now, time_point since, trigger_kind kind,
+                              const std::string& cause, forward_decision decision, actions& out) {
   phase_ = phase::holding;
-  unready_at_ = now;
+  unready_at_ = since;
+  // A shutdown that takes over a drill may find the drain served: the target still gets its
+  // exit-timeout from now, when its signal goes (ShutdownSequence.AShutdownAfterTheDrainServed...).
+  exit_timeout_from_ = std::max(later(since, settings_.drain_delay), now);
   stop_requested_ = kind != trigger_kind::prepare_for_shutdown;
   signal_sent_ = false;
   signal_missed_ = false;
@@ -100,6 +109,7 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
   // Words for what is known now: a SIGTERM that is not passed on stops the shim and holds no
   // reboot; whether one is asked of PID 1 is said once it answers (decide()).
   std::string words = "received " + cause + ", becoming unready";
+  if (since < now) words = "received " + cause + " during a drill, unready since its start";
   switch (decision) {
     case forward_decision::forward:
       words += ", keeping the reboot on hold";
@@ -119,7 +129,7 @@ void shutdown_sequence::start(time_point now, trigger_kind kind, const std::stri
                                           : decision == forward_decision::ask_system_state
                                               ? std::nullopt
                                               : std::optional(event_kind::ShutdownInitiated);
-  out.push_back(unready(words, cause, now, event));
+  out.push_back(unready(words, cause, since, event));
   // STOPPING=1 only when the shim itself is going to exit: after PrepareForShutdown it stays up,
   // and systemd would take STOPPING=1 as the start of its stop and SIGKILL it TimeoutStopSec
   // later, holding the reboot that long (seen in the VM test).
@@ -178,9 +188,11 @@ shutdown_sequence::actions shutdown_sequence::resume(time_point now, time_point 
                                                      const std::string& cause, bool target_running,
                                                      bool left_to_kubelet) {
   actions out;
+  if (phase_ == phase::drilling) end_drill("shutdown", out);
   if (phase_ != phase::idle && phase_ != phase::awaiting_target) return out;
   phase_ = phase::holding;
   unready_at_ = std::min(unready_at, now);
+  exit_timeout_from_ = later(unready_at_, settings_.drain_delay);
   stop_requested_ = false;
   decision_ = decision_state::forward;
   kubelet_signals_ = left_to_kubelet;
@@ -197,7 +209,7 @@ shutdown_sequence::actions shutdown_sequence::resume(time_point now, time_point 
 
 shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
   actions out;
-  if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
+  if (phase_ == phase::idle || phase_ == phase::awaiting_target || phase_ == phase::drilling) {
     out.push_back(make(kind::retake_inhibitor));
     return out;
   }
@@ -241,11 +253,16 @@ shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
                                                             const std::string& detail) {
   actions out;
   switch (phase_) {
+    case phase::drilling:
+      if (!settings_.wrapper) break;
+      end_drill("target exited", out);
+      [[fallthrough]];
     case phase::idle:
       if (settings_.wrapper) {
         // The child ended on its own: nothing left to serve, so stop being ready and leave.
         phase_ = phase::released;
         unready_at_ = now;
+        exit_timeout_from_ = now;
         target_gone_ = true;
         out.push_back(unready(detail + " on its own, becoming unready", detail, now));
         request_exit(out);
@@ -289,8 +306,63 @@ shutdown_sequence::actions shutdown_sequence::kubelet_gone(time_point now) {
 shutdown_sequence::actions shutdown_sequence::timer_expired(time_point now) {
   actions out;
   armed_.reset();
+  if (phase_ == phase::drilling) {
+    if (now < drill_end_) {
+      update_timer(out);
+      return out;
+    }
+    end_drill("completed", out);
+    out.push_back(make(kind::become_ready, "the drill is over"));
+    return out;
+  }
   advance(now, out);
   return out;
+}
+
+std::optional<std::string> shutdown_sequence::drill_refusal() const {
+  switch (phase_) {
+    case phase::idle:
+      return std::nullopt;
+    case phase::drilling:
+      return "a drill is already under way";
+    case phase::holding:
+    case phase::released:
+      return "a shutdown is under way";
+    case phase::awaiting_target:
+      return "unready after a cancelled shutdown, waiting for a target that did not have the "
+             "signal";
+  }
+  return "unknown state";
+}
+
+shutdown_sequence::actions shutdown_sequence::drill(time_point now, duration length,
+                                                    const std::string& cause) {
+  actions out;
+  if (drill_refusal()) return out;
+  phase_ = phase::drilling;
+  unready_at_ = now;
+  drill_end_ = later(now, length);
+  out.push_back(action{kind::start_drill,
+                       "drill: unready for the load balancer as at a shutdown; "
+                       "no signal, the lock is kept",
+                       event_kind::DrillStarted, now, cause});
+  update_timer(out);
+  return out;
+}
+
+shutdown_sequence::actions shutdown_sequence::stop_drill(const std::string& cause) {
+  actions out;
+  if (phase_ != phase::drilling) return out;
+  end_drill("stopped", out);
+  out.push_back(make(kind::become_ready, "the drill was stopped (" + cause + ")"));
+  return out;
+}
+
+void shutdown_sequence::end_drill(const std::string& how, actions& out) {
+  phase_ = phase::idle;
+  if (armed_) out.push_back(make(kind::cancel_timer));
+  armed_.reset();
+  out.push_back(action{kind::end_drill, "drill " + how, event_kind::DrillEnded, unready_at_, how});
 }
 
 shutdown_sequence::action shutdown_sequence::record_start(std::string message,
@@ -305,7 +377,7 @@ void shutdown_sequence::request_exit(actions& out) {
 }
 
 shutdown_sequence::time_point shutdown_sequence::hard_deadline() const {
-  return later(later(unready_at_, settings_.drain_delay), settings_.exit_timeout);
+  return later(exit_timeout_from_, settings_.exit_timeout);
 }
 
 void shutdown_sequence::advance(time_point now, actions& out) {
@@ -336,6 +408,7 @@ void shutdown_sequence::advance(time_point now, actions& out) {
 }
 
 std::optional<shutdown_sequence::time_point> shutdown_sequence::next_deadline() const {
+  if (phase_ == phase::drilling) return drill_end_;
   std::optional<time_point> next;
   auto consider = [&next](time_point t) {
     if (!next || t < *next) next = t;

@@ -16,7 +16,8 @@ namespace shim {
 // inside the carrying out of its own actions (sequence_runner sees to that).
 //
 // The hold ends at the later of (unready + drain-delay) and (target exit), but no later than
-// unready + drain-delay + exit-timeout, and never before the signal was forwarded.
+// unready + drain-delay + exit-timeout (a shutdown that took over a drill with the drain served:
+// its start + exit-timeout), and never before the signal was forwarded.
 //
 // State: a phase, plus what is known about the current shutdown. Only `holding` uses all of it:
 //   decision_      pending until the forwarding of a shim SIGTERM is decided (ask_system_state)
@@ -50,6 +51,18 @@ namespace shim {
 //   released     trigger (signal) -> exit
 //   awaiting     target_running   -> become_ready; idle
 //   awaiting     trigger          -> as idle
+//   idle         drill            -> start_drill (DrillStarted), arm_timer; drilling
+//   drilling     timer (the end)  -> end_drill (DrillEnded, completed), become_ready; idle
+//   drilling     stop_drill       -> end_drill (DrillEnded, stopped), cancel_timer, become_ready;
+//                                    idle
+//   drilling     trigger          -> end_drill (DrillEnded, shutdown), then as idle, with the
+//                                    drain counted from the drill's start (the time already
+//                                    served counts)
+//   drilling     target_exited    -> wrapper only: end_drill, then as idle
+//   drilling     cancel           -> as idle (there is no shutdown to cancel)
+//   other        drill            -> nothing (drill_refusal() says why, for the caller to answer)
+// A drill is a shutdown's drain without the shutdown: unready for the load balancer, no signal, the
+// lock kept, ready again at its end (issue 23).
 // A cancel is ignored once the shim itself was asked to stop. exit is the last action ever given.
 class shutdown_sequence {
  public:
@@ -102,6 +115,10 @@ class shutdown_sequence {
       record_start,       // the record become_unready left to PID 1's answer: event
                           // ShutdownInitiated (recorded as become_unready's would be) or Restart;
                           // at: the unready moment; cause: the signal
+      start_drill,        // unready for a drill (event DrillStarted); at: its start; cause: who
+                          // asked
+      end_drill,          // the drill is over (event DrillEnded); at: its start; cause: how it
+                          // ended (completed, stopped, shutdown, target exited)
     };
     kind what;
     std::string message;
@@ -137,6 +154,21 @@ class shutdown_sequence {
   // not told apart: its signal cannot be seen (see kubelet_outlook.hpp).
   actions kubelet_gone(time_point now);
 
+  // A drill (issue 23): unready for `length` as at a shutdown, nothing else. Only from idle; the
+  // caller asks drill_refusal() first and answers with it.
+  actions drill(time_point now, duration length, const std::string& cause);
+  actions stop_drill(const std::string& cause);
+  // Why a drill cannot start now; none when it can.
+  std::optional<std::string> drill_refusal() const;
+  bool drilling() const { return phase_ == phase::drilling; }
+  // During a drill: when it started and when it ends.
+  std::optional<time_point> drill_started() const {
+    return drilling() ? std::optional(unready_at_) : std::nullopt;
+  }
+  std::optional<time_point> drill_end() const {
+    return drilling() ? std::optional(drill_end_) : std::nullopt;
+  }
+
   // Unready because of a shutdown (not during a wait for the target after a cancel).
   bool draining() const { return phase_ == phase::holding || phase_ == phase::released; }
   bool waiting_for_target() const { return phase_ == phase::awaiting_target; }
@@ -147,16 +179,18 @@ class shutdown_sequence {
   }
 
  private:
-  enum class phase { idle, holding, released, awaiting_target };
+  enum class phase { idle, holding, released, awaiting_target, drilling };
   enum class decision_state { pending, forward, skip };
 
-  void start(time_point now, trigger_kind kind, const std::string& cause, forward_decision decision,
-             actions& out);
+  // since: the moment the drain is counted from (now, or a drill's start).
+  void start(time_point now, time_point since, trigger_kind kind, const std::string& cause,
+             forward_decision decision, actions& out);
   void decide(bool forward, const std::string& why, actions& out);
   action record_start(std::string message, event_kind event) const;
   void advance(time_point now, actions& out);
   void update_timer(actions& out);
   void request_exit(actions& out);
+  void end_drill(const std::string& how, actions& out);
   std::optional<time_point> next_deadline() const;
   time_point hard_deadline() const;
 
@@ -174,6 +208,8 @@ class shutdown_sequence {
   bool record_pending_ = false;  // become_unready gave no event: record_start at the decision
   std::string cause_;            // what started the current shutdown (or restart)
   std::optional<time_point> armed_;
+  time_point exit_timeout_from_{};  // the hold ends by this + exit-timeout
+  time_point drill_end_{};  // drilling: unready_at_ is the drill's start
 };
 
 }  // namespace shim

@@ -32,6 +32,8 @@ enum class event_kind {
   KubeletShutdown,      // at a shutdown: what kubelet's graceful node shutdown is expected to do
   SignalLeftToKubelet,  // kubelet sends the target's signal; the shim counts it, sends none
   Restart,  // the shim's own stop (SIGTERM, SIGINT) while no shutdown is under way: not a shutdown
+  DrillStarted,  // `shutdown-shim drill`: unready for the load balancer, no signal, the lock kept
+  DrillEnded,    // the drill is over: completed, stopped, or become a shutdown; what the LB did
 };
 
 // Each event's name, the level it is logged at and its journal MESSAGE_ID, in event_kind's order.
@@ -44,7 +46,7 @@ struct event_info {
   std::string_view message_id;  // 32 lower-case hex digits, as journalctl prints them
 };
 
-inline constexpr std::array<event_info, 21> kEvents{{
+inline constexpr std::array<event_info, 23> kEvents{{
     {"Started", log_level::info, "d39434bb22bc4a5b94099cb7c85cd06b"},
     {"InhibitorTaken", log_level::info, "68ffbf32c42f4968a5a4acc64740696f"},
     {"ShutdownInitiated", log_level::notice, "d7b27f19a1164069902fd88173d016be"},
@@ -72,9 +74,12 @@ inline constexpr std::array<event_info, 21> kEvents{{
     {"SignalLeftToKubelet", log_level::notice, "2d6e7af2429247c996d93eed1be8240d"},
     // the lock goes until the next run takes it
     {"Restart", log_level::notice, "58c6c24b15114e5da3ca62e2d39f12e5"},
+    // the node leaves the load balancer for a rehearsal
+    {"DrillStarted", log_level::notice, "1cc3a3466bc7414ead01c4186009b302"},
+    {"DrillEnded", log_level::notice, "d97d505b47b0400b833d1974653dec6d"},
 }};
 
-static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::Restart) + 1,
+static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::DrillEnded) + 1,
               "one entry per event_kind, in the same order");
 
 // sd_id128_from_string's form: 32 hex digits, here lower-case only, so that one spelling matches.

@@ -46,6 +46,9 @@ struct fake_edges {
   bool kubelet_expected = false;
   bool target_gone = false;
   int forwards_after_kubelet_gone = 0;
+  int drills = 0;
+  std::optional<tp> drill_started_at;
+  std::vector<std::string> drill_endings;  // end_drill's cause: how each drill ended
 
   void count_signal(int delta) {
     shutdown_signals += delta;
@@ -113,6 +116,16 @@ struct fake_edges {
         case kind::notify_stopping:
           ++stoppings;
           break;
+        case kind::start_drill:
+          ++drills;
+          events.push_back(a.event.value());
+          drill_started_at = a.at;
+          break;
+        case kind::end_drill:
+          events.push_back(a.event.value());
+          drill_endings.push_back(a.cause);
+          EXPECT_EQ(a.at, drill_started_at) << "DrillEnded names its drill's start";
+          break;
       }
     }
   }
@@ -174,6 +187,17 @@ struct fake_edges {
     kubelet_expected = left_to_kubelet;
     target_gone = !target_running;
     count_signal(1);
+  }
+  // `shutdown-shim drill`, as the control socket's edge feeds it: refused drills are not fed.
+  bool drill(tp t, seq::duration length) {
+    at(t);
+    if (machine.drill_refusal()) return false;
+    apply(machine.drill(now, length, "shutdown-shim drill"));
+    return true;
+  }
+  void stop_drill(tp t) {
+    at(t);
+    apply(machine.stop_drill("shutdown-shim drill --stop"));
   }
   void run_timers() {
     while (timer) at(*timer);
@@ -841,6 +865,235 @@ TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
           }
         } while (std::next_permutation(inputs.begin(), inputs.end()));
       }
+    }
+  }
+}
+
+// --- the drill (issue 23) ---------------------------------------------------------------------
+
+TEST(ShutdownSequence, ADrillIsUnreadyForItsDurationWithoutSignalOrRelease) {
+  fake_edges e(attach(3s));
+  ASSERT_TRUE(e.drill(t0, 10s));
+  EXPECT_TRUE(e.machine.drilling());
+  EXPECT_FALSE(e.machine.draining()) << "a drill is not a shutdown";
+  EXPECT_EQ(e.machine.drill_started(), t0);
+  EXPECT_EQ(e.machine.drill_end(), t0 + 10s);
+  EXPECT_EQ(e.timer, t0 + 10s);
+  e.at(t0 + 9s);
+  EXPECT_TRUE(e.machine.drilling()) << "the drill's length, not the drain-delay";
+  e.run_timers();
+  EXPECT_FALSE(e.machine.drilling());
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(e.releases, 0);
+  EXPECT_EQ(e.retakes, 0);
+  EXPECT_EQ(e.exits, 0);
+  EXPECT_EQ(e.unreadies, 0) << "no shutdown record";
+  EXPECT_THAT(e.events, testing::ElementsAre(event_kind::DrillStarted, event_kind::DrillEnded));
+  EXPECT_THAT(e.drill_endings, testing::ElementsAre("completed"));
+  EXPECT_FALSE(e.timer);
+}
+
+TEST(ShutdownSequence, ADrillStoppedEarlyIsReadyAtOnce) {
+  fake_edges e(attach());
+  ASSERT_TRUE(e.drill(t0, 70s));
+  e.stop_drill(t0 + 5s);
+  EXPECT_FALSE(e.machine.drilling());
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_FALSE(e.timer) << "the drill's timer is cancelled";
+  EXPECT_THAT(e.drill_endings, testing::ElementsAre("stopped"));
+  // Stopping again, or with no drill, does nothing.
+  e.stop_drill(t0 + 6s);
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_EQ(e.drill_endings.size(), 1u);
+  // And the next drill may start.
+  EXPECT_TRUE(e.drill(t0 + 7s, 1s));
+}
+
+// A real shutdown during a drill becomes the shutdown at once, with the drain already served
+// counted: the load balancer has been draining the node since the drill began.
+TEST(ShutdownSequence, AShutdownDuringADrillHoldsOnlyTheRemainingDrain) {
+  fake_edges e(attach(10s, 0s, 5s));
+  ASSERT_TRUE(e.drill(t0, 70s));
+  e.prepare_for_shutdown(t0 + 4s);
+  EXPECT_FALSE(e.machine.drilling());
+  EXPECT_TRUE(e.machine.draining());
+  EXPECT_EQ(e.machine.unready_since(), t0) << "the drain is counted from the drill's start";
+  EXPECT_THAT(e.drill_endings, testing::ElementsAre("shutdown"));
+  EXPECT_EQ(e.signals, 1) << "the shutdown's one signal, at once";
+  EXPECT_EQ(e.signal_at, t0 + 4s);
+  EXPECT_EQ(e.readies, 0) << "never ready in between";
+  ASSERT_EQ(e.unready_messages.size(), 1u);
+  EXPECT_THAT(e.unready_messages[0], testing::HasSubstr("during a drill"));
+  e.target_exit(t0 + 5s);
+  e.run_timers();
+  EXPECT_EQ(e.released_at, t0 + 10s) << "10 s drain from the drill's start, not from the shutdown";
+  EXPECT_THAT(e.events,
+              testing::ElementsAre(event_kind::DrillStarted, event_kind::DrillEnded,
+                                   event_kind::ShutdownInitiated, event_kind::DrainElapsed));
+}
+
+TEST(ShutdownSequence, AShutdownAfterTheDrainServedInADrillReleasesOnTheTargetsExit) {
+  fake_edges e(attach(3s, 0s, 5s));
+  ASSERT_TRUE(e.drill(t0, 70s));
+  e.prepare_for_shutdown(t0 + 20s);
+  EXPECT_EQ(e.signals, 1);
+  EXPECT_THAT(e.events, testing::Contains(event_kind::DrainElapsed)) << "served in the drill";
+  EXPECT_EQ(e.releases, 0) << "the target still runs: the signal needs its exit-timeout";
+  e.target_exit(t0 + 21s);
+  EXPECT_EQ(e.released_at, t0 + 21s);
+  // A target that never exits has its exit-timeout from the signal, not from the drill's start.
+  fake_edges stuck(attach(3s, 0s, 5s));
+  ASSERT_TRUE(stuck.drill(t0, 70s));
+  stuck.prepare_for_shutdown(t0 + 20s);
+  stuck.run_timers();
+  EXPECT_EQ(stuck.released_at, t0 + 25s);
+}
+
+TEST(ShutdownSequence, ASigtermDuringADrillIsDecidedAsAnyOther) {
+  // A restart of the shim (PID 1 running): the shim stops without a signal; the drill is over.
+  fake_edges restart(attach());
+  ASSERT_TRUE(restart.drill(t0, 70s));
+  restart.sigterm(t0 + 1s, seq::forward_decision::ask_system_state);
+  EXPECT_THAT(restart.drill_endings, testing::ElementsAre("shutdown"));
+  restart.apply(restart.machine.system_state(t0 + 1s, false, "running"));
+  EXPECT_EQ(restart.signals, 0);
+  EXPECT_EQ(restart.exits, 1);
+  EXPECT_THAT(restart.events, testing::Contains(event_kind::Restart));
+  // PID 1 stopping: the shutdown, with the drill's drain counted.
+  fake_edges stopping(attach(10s));
+  ASSERT_TRUE(stopping.drill(t0, 70s));
+  stopping.sigterm(t0 + 4s, seq::forward_decision::ask_system_state);
+  stopping.apply(stopping.machine.system_state(t0 + 4s, true, "stopping"));
+  EXPECT_EQ(stopping.signals, 1);
+  stopping.target_exit(t0 + 5s);
+  stopping.run_timers();
+  EXPECT_EQ(stopping.released_at, t0 + 10s);
+  EXPECT_EQ(stopping.exits, 1);
+}
+
+TEST(ShutdownSequence, NoDrillDuringAShutdownOrWhileWaitingForTheTarget) {
+  fake_edges e(attach());
+  e.prepare_for_shutdown(t0);
+  EXPECT_EQ(e.machine.drill_refusal(), "a shutdown is under way");
+  EXPECT_FALSE(e.drill(t0 + 1s, 10s));
+  // Even fed, it changes nothing.
+  EXPECT_TRUE(e.machine.drill(t0 + 1s, 10s, "x").empty());
+  e.target_exit(t0 + 2s);
+  e.run_timers();
+  ASSERT_EQ(e.releases, 1);
+  EXPECT_EQ(e.machine.drill_refusal(), "a shutdown is under way") << "released: the reboot goes on";
+  EXPECT_EQ(e.drills, 0);
+  // Cancelled after the signal: unready until a target runs again; no drill meanwhile.
+  fake_edges w(attach());
+  w.prepare_for_shutdown(t0);
+  w.cancel(t0 + 1s);
+  ASSERT_TRUE(w.machine.waiting_for_target());
+  EXPECT_TRUE(w.machine.drill_refusal().has_value());
+  w.apply(w.machine.target_running());
+  EXPECT_FALSE(w.machine.drill_refusal().has_value());
+  // A second drill while one runs.
+  fake_edges twice(attach());
+  ASSERT_TRUE(twice.drill(t0, 10s));
+  EXPECT_EQ(twice.machine.drill_refusal(), "a drill is already under way");
+}
+
+TEST(ShutdownSequence, ACancelledShutdownThatBeganInADrillIsReadyAgainAndTheDrillIsOver) {
+  fake_edges e(attach(3s, 5s));  // --signal-delay 5s: cancelled before the signal
+  ASSERT_TRUE(e.drill(t0, 70s));
+  e.prepare_for_shutdown(t0 + 1s);
+  EXPECT_EQ(e.signals, 0);
+  e.cancel(t0 + 2s);
+  EXPECT_FALSE(e.machine.drilling()) << "the drill became the shutdown; it does not come back";
+  EXPECT_FALSE(e.machine.draining());
+  EXPECT_EQ(e.readies, 1);
+  EXPECT_EQ(e.signals, 0);
+  e.run_timers();
+  EXPECT_EQ(e.signals, 0);
+  // A cancel during a drill (no shutdown) only retakes the lock; the drill goes on.
+  fake_edges d(attach());
+  ASSERT_TRUE(d.drill(t0, 10s));
+  d.cancel(t0 + 1s);
+  EXPECT_TRUE(d.machine.drilling());
+  EXPECT_EQ(d.retakes, 1);
+  EXPECT_EQ(d.readies, 0);
+}
+
+TEST(ShutdownSequence, AWrappedChildExitingDuringADrillEndsTheShim) {
+  fake_edges e(wrapper());
+  ASSERT_TRUE(e.drill(t0, 10s));
+  e.target_exit(t0 + 1s);
+  EXPECT_THAT(e.drill_endings, testing::ElementsAre("target exited"));
+  EXPECT_EQ(e.exits, 1);
+  EXPECT_EQ(e.unreadies, 1);
+  EXPECT_FALSE(e.timer);
+  // Attach mode: the target's exit is the target watch's business; the drill goes on.
+  fake_edges a(attach());
+  ASSERT_TRUE(a.drill(t0, 10s));
+  a.target_exit(t0 + 1s);
+  EXPECT_TRUE(a.machine.drilling());
+  EXPECT_EQ(a.exits, 0);
+}
+
+TEST(ShutdownSequence, AResumedShutdownEndsADrill) {
+  fake_edges e(attach(10s));
+  ASSERT_TRUE(e.drill(t0, 70s));
+  e.resume(t0 + 2s, t0 - 5s, true);
+  EXPECT_THAT(e.drill_endings, testing::ElementsAre("shutdown"));
+  EXPECT_TRUE(e.machine.draining());
+  EXPECT_EQ(e.machine.unready_since(), t0 - 5s);
+}
+
+// Drills mixed with shutdowns, in every order: still one signal per shutdown, a drill is always
+// over once the timers have run, and nothing is left armed.
+TEST(ShutdownSequence, InvariantsHoldWithDrillsInEveryOrdering) {
+  enum input { drill, stop, prepare, sigterm, cancel, exit_target };
+  for (bool wrapper : {false, true}) {
+    for (auto signal_delay : {0s, 4s}) {
+      std::vector<input> inputs{drill, stop, prepare, sigterm, cancel, exit_target};
+      do {
+        for (std::chrono::milliseconds step : {500ms, 2000ms}) {
+          fake_edges e({.drain_delay = 3s,
+                        .signal_delay = signal_delay,
+                        .exit_timeout = 5s,
+                        .has_target = true,
+                        .wrapper = wrapper});
+          tp t = t0;
+          int asked = 0;
+          for (input in : inputs) {
+            switch (in) {
+              case drill:
+                asked += e.drill(t, 5s) ? 1 : 0;
+                break;
+              case stop:
+                e.stop_drill(t);
+                break;
+              case prepare:
+                e.prepare_for_shutdown(t);
+                break;
+              case sigterm:
+                e.sigterm(t);
+                break;
+              case cancel:
+                e.cancel(t);
+                break;
+              case exit_target:
+                e.target_exit(t);
+                break;
+            }
+            t += step;
+          }
+          e.run_timers();
+          SCOPED_TRACE(testing::Message() << "wrapper=" << wrapper << " step=" << step.count());
+          EXPECT_EQ(e.drills, asked);
+          EXPECT_EQ(e.drill_endings.size(), static_cast<std::size_t>(e.drills))
+              << "every drill ends";
+          EXPECT_FALSE(e.machine.drilling());
+          EXPECT_LE(e.most_signals, 1);
+          EXPECT_LE(e.exits, 1);
+          EXPECT_FALSE(e.timer) << "a timer left armed after everything settled";
+        }
+      } while (std::next_permutation(inputs.begin(), inputs.end()));
     }
   }
 }
