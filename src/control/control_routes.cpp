@@ -1,0 +1,110 @@
+#include "control/control_routes.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <stdexcept>
+
+#include "util/duration_text.hpp"
+
+namespace shim {
+
+namespace {
+
+namespace http = boost::beast::http;
+
+control_reply refuse(http::status code, std::string words) {
+  return {.code = code, .body = std::move(words) + "\n", .json = false};
+}
+
+struct query_item {
+  std::string_view key;
+  std::string_view value;
+};
+
+// "a=1&b&c=2": items in order; nothing is decoded (no value the routes take needs it).
+std::optional<query_item> next_item(std::string_view& query) {
+  if (query.empty()) return std::nullopt;
+  const auto amp = query.find('&');
+  std::string_view item = query.substr(0, amp);
+  query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+  const auto eq = item.find('=');
+  if (eq == std::string_view::npos) return query_item{item, {}};
+  return query_item{item.substr(0, eq), item.substr(eq + 1)};
+}
+
+struct parsed_target {
+  std::string_view path;
+  bool json = false;
+  std::optional<std::chrono::nanoseconds> duration;
+  unsigned lb_fall = 3;
+  std::string error;  // a bad parameter
+};
+
+parsed_target parse_target(std::string_view target) {
+  parsed_target out;
+  const auto q = target.find('?');
+  out.path = target.substr(0, q);
+  std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+  while (auto item = next_item(query)) {
+    if (item->key == "json") {
+      out.json = true;
+    } else if (item->key == "duration") {
+      try {
+        const auto d = parse_duration(item->value);
+        if (d <= std::chrono::nanoseconds(0) || d > kMaxDrill) {
+          out.error = fmt::format("duration {}: a drill lasts more than 0s and at most {}",
+                                  item->value, format_duration(kMaxDrill));
+        }
+        out.duration = d;
+      } catch (const std::invalid_argument& e) {
+        out.error = fmt::format("duration: {}", e.what());
+      }
+    } else if (item->key == "lb-fall") {
+      unsigned n = 0;
+      const auto* end = item->value.data() + item->value.size();
+      const auto r = std::from_chars(item->value.data(), end, n);
+      if (r.ec != std::errc() || r.ptr != end || n == 0 || n > kMaxLbFall) {
+        out.error = fmt::format("lb-fall {}: want a count from 1 to {}", item->value, kMaxLbFall);
+      }
+      out.lb_fall = n;
+    } else {
+      out.error = fmt::format("unknown parameter {}", item->key.substr(0, 64));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+control_reply route_control(const control_handlers& handlers, http::verb method,
+                            std::string_view target) {
+  const parsed_target t = parse_target(target);
+  const bool get = method == http::verb::get || method == http::verb::head;
+  const bool post = method == http::verb::post;
+  const auto wrong_method = [&](std::string_view allowed) {
+    return refuse(http::status::method_not_allowed,
+                  fmt::format("{} takes {} only", t.path, allowed));
+  };
+  if (t.path == "/status") {
+    if (!get) return wrong_method("GET");
+    if (!t.error.empty()) return refuse(http::status::bad_request, t.error);
+    return handlers.status(t.json);
+  }
+  if (t.path == "/drill") {
+    if (!t.error.empty()) return refuse(http::status::bad_request, t.error);
+    if (get) return handlers.drill(t.json);
+    if (!post) return wrong_method("GET or POST");
+    return handlers.start_drill({.duration = t.duration, .lb_fall = t.lb_fall, .json = t.json});
+  }
+  if (t.path == "/drill/stop") {
+    if (!post) return wrong_method("POST");
+    if (!t.error.empty()) return refuse(http::status::bad_request, t.error);
+    return handlers.stop_drill(t.json);
+  }
+  return refuse(http::status::not_found,
+                "no such path; the control socket answers GET /status, GET or POST /drill, "
+                "POST /drill/stop");
+}
+
+}  // namespace shim

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/verb.hpp>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace shim {
+
+// What the control socket answers (issue 23), apart from the transport: the shim's control
+// handlers do the work, route_control() reads the request line and words the refusals.
+//   GET  /status[?json]                            200 ready, 503 not ready; the status document
+//   POST /drill[?duration=D][&lb-fall=N][&json]    200 started, 409 refused (a shutdown, a drill)
+//   GET  /drill[?json]                             the drill under way, or the last one; 404 none
+//   POST /drill/stop[?json]                        200 stopped, 409 no drill under way
+struct control_reply {
+  boost::beast::http::status code = boost::beast::http::status::ok;
+  std::string body;
+  bool json = false;
+};
+
+struct drill_request {
+  // Empty: the configured drain-delay, as at a shutdown.
+  std::optional<std::chrono::nanoseconds> duration;
+  unsigned lb_fall = 3;
+  bool json = false;
+};
+
+struct control_handlers {
+  std::function<control_reply(bool json)> status;
+  std::function<control_reply(const drill_request& request)> start_drill;
+  std::function<control_reply(bool json)> drill;
+  std::function<control_reply(bool json)> stop_drill;
+};
+
+// The longest drill: an hour out of the load balancer is a typo, not a rehearsal of a drain.
+inline constexpr std::chrono::hours kMaxDrill{1};
+inline constexpr unsigned kMaxLbFall = 100;
+
+control_reply route_control(const control_handlers& handlers, boost::beast::http::verb method,
+                            std::string_view target);
+
+}  // namespace shim
