@@ -1,0 +1,115 @@
+#include "lb/health_checker_watch.hpp"
+
+#include <algorithm>
+
+namespace shim {
+namespace {
+
+using address = health_checker_watch::address;
+
+// A dual-stack listener sees an IPv4 checker as ::ffff:a.b.c.d: one checker, one address.
+address plain(const address& a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped()) {
+    return boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, a.to_v6());
+  }
+  return a;
+}
+
+}  // namespace
+
+void health_checker_watch::record(const address& from, clock::time_point at, bool ready) {
+  peer& p = find_or_add(plain(from), at);
+  const probe pr{.at = at, .ready = ready};
+  p.recent[p.next] = pr;
+  p.next = static_cast<std::uint8_t>((p.next + 1) % kRecentProbes);
+  if (p.count < kRecentProbes) ++p.count;
+  if (at > p.last_seen) p.last_seen = at;
+  if (p.checker >= 0 && at >= session_->t0) {
+    count(session_->checkers[static_cast<std::size_t>(p.checker)], pr);
+  }
+}
+
+health_checker_watch::peer& health_checker_watch::find_or_add(const address& from,
+                                                              clock::time_point at) {
+  for (peer& p : peers_) {
+    if (p.from == from) return p;
+  }
+  peer fresh{.from = from, .last_seen = at, .checker = checker_index(from)};
+  if (peers_.size() < kMaxAddresses) return peers_.emplace_back(fresh);
+  // Full: the least recently seen gives way. A checker forgotten so keeps its figures in the
+  // session (progress is kept apart), and is found again there if it comes back.
+  auto oldest = std::min_element(peers_.begin(), peers_.end(), [](const peer& a, const peer& b) {
+    return a.last_seen < b.last_seen;
+  });
+  *oldest = fresh;
+  return *oldest;
+}
+
+int health_checker_watch::checker_index(const address& from) const {
+  if (!session_) return -1;
+  for (std::size_t i = 0; i < session_->checkers.size(); ++i) {
+    if (session_->checkers[i].from == from) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void health_checker_watch::count(progress& p, const probe& pr) const {
+  auto& f = p.figures;
+  ++f.probes_since;
+  if (pr.ready) {
+    f.unready_run = 0;
+    return;
+  }
+  const auto offset = pr.at - session_->t0;
+  if (!f.first_unready) f.first_unready = offset;
+  ++f.unready_run;
+  if (f.unready_run == session_->fall && !f.fell) f.fell = offset;
+}
+
+std::optional<checker_observation::duration> health_checker_watch::median_interval(
+    const peer& p, clock::time_point t0, unsigned& probes_before) {
+  std::array<clock::time_point, kRecentProbes> times{};
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < p.count; ++i) {
+    const auto at = p.recent[i].at;
+    if (at < t0 && at >= t0 - kCheckerWindow) times[n++] = at;
+  }
+  probes_before = static_cast<unsigned>(n);
+  if (n < 2) return std::nullopt;
+  std::sort(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(n));
+  std::array<checker_observation::duration, kRecentProbes> gaps{};
+  for (std::size_t i = 1; i < n; ++i) gaps[i - 1] = times[i] - times[i - 1];
+  const std::size_t mid = (n - 1) / 2;
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(mid),
+                   gaps.begin() + static_cast<std::ptrdiff_t>(n - 1));
+  return gaps[mid];
+}
+
+void health_checker_watch::begin(clock::time_point t0, unsigned fall) {
+  session_ = session{.t0 = t0, .fall = fall, .checkers = {}};
+  for (peer& p : peers_) {
+    p.checker = -1;
+    unsigned before = 0;
+    const auto interval = median_interval(p, t0, before);
+    if (before == 0) continue;
+    p.checker = static_cast<int>(session_->checkers.size());
+    progress& pg = session_->checkers.emplace_back(progress{
+        .from = p.from,
+        .figures = {.address = p.from.to_string(), .interval = interval, .probes_before = before}});
+    // Answers already recorded since t0 (begin() came a little late), oldest first.
+    for (std::size_t i = 0; i < p.count; ++i) {
+      const probe& pr = p.recent[(p.next + kRecentProbes - p.count + i) % kRecentProbes];
+      if (pr.at >= t0) count(pg, pr);
+    }
+  }
+}
+
+std::optional<checker_observation> health_checker_watch::observe(clock::time_point now) const {
+  if (!session_) return std::nullopt;
+  std::vector<checker_observation::checker> figures;
+  figures.reserve(session_->checkers.size());
+  for (const progress& p : session_->checkers) figures.push_back(p.figures);
+  return checker_observation(session_->fall, now - session_->t0, std::move(figures));
+}
+
+}  // namespace shim

@@ -1,0 +1,86 @@
+#pragma once
+
+#include <array>
+#include <boost/asio/ip/address.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "lb/checker_observation.hpp"
+
+namespace shim {
+
+// A model of the load balancer's health checkers, fed every /readyz answer of the TCP readiness
+// server: who probes, how often, and once /readyz turns unready at t0 (a drill, a shutdown), when
+// each checker saw its first not-ready answer and `fall` in a row. No I/O and no clock: every
+// input carries its steady_clock time.
+//
+// Memory is bounded whatever the peers do: kMaxAddresses addresses (the least recently seen is
+// forgotten for a new one), each with its last kRecentProbes probes, enough for the interval
+// before t0. From begin(t0) the checkers' figures are counted as the answers come, so that the
+// minute before t0 need not be kept, however long the drill or the hold.
+class health_checker_watch {
+ public:
+  using clock = std::chrono::steady_clock;
+  using address = boost::asio::ip::address;
+  static constexpr std::size_t kMaxAddresses = 64;
+  static constexpr std::size_t kRecentProbes = 16;
+  // A checker probed in this time before t0.
+  static constexpr std::chrono::seconds kCheckerWindow{60};
+
+  // One /readyz answer to a probe from `from` (an IPv4-mapped IPv6 address counts as the IPv4
+  // one): ready is a 200, anything else not ready. Cheap: a scan of at most kMaxAddresses.
+  void record(const address& from, clock::time_point at, bool ready);
+
+  // /readyz turned unready at t0: the checkers are the addresses that probed in the minute before;
+  // answers recorded since t0 (kept among their recent probes) are counted at once. A second
+  // begin() starts over.
+  void begin(clock::time_point t0, unsigned fall);
+  void end() { session_.reset(); }
+  bool begun() const { return session_.has_value(); }
+  std::optional<clock::time_point> t0() const {
+    return session_ ? std::optional(session_->t0) : std::nullopt;
+  }
+
+  // What the checkers made of it by now; nullopt before begin().
+  std::optional<checker_observation> observe(clock::time_point now) const;
+
+  std::size_t addresses() const { return peers_.size(); }
+
+ private:
+  struct probe {
+    clock::time_point at;
+    bool ready = false;
+  };
+  struct progress {
+    address from;
+    checker_observation::checker figures;
+  };
+  struct peer {
+    address from;
+    clock::time_point last_seen;
+    std::array<probe, kRecentProbes> recent{};  // a ring, oldest at next once full
+    std::uint8_t count = 0;
+    std::uint8_t next = 0;
+    int checker = -1;  // index into session_->checkers, or -1
+  };
+  struct session {
+    clock::time_point t0;
+    unsigned fall = 0;
+    std::vector<progress> checkers;
+  };
+
+  peer& find_or_add(const address& from, clock::time_point at);
+  int checker_index(const address& from) const;
+  void count(progress& p, const probe& pr) const;
+  static std::optional<checker_observation::duration> median_interval(const peer& p,
+                                                                      clock::time_point t0,
+                                                                      unsigned& probes_before);
+
+  std::vector<peer> peers_;
+  std::optional<session> session_;
+};
+
+}  // namespace shim

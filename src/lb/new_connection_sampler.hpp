@@ -1,0 +1,58 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "util/result.hpp"
+
+namespace shim {
+
+// Counts new TCP connections to a local listening port (the target's: kube-apiserver's 6443) from
+// the kernel's socket table: each sample dumps the ESTABLISHED and SYN_RECV sockets of that port
+// (IPv4, then IPv6) over NETLINK_SOCK_DIAG, filtered in the kernel, and counts those not in the
+// sample before. Needs no privilege; sees the sockets of its own network namespace only.
+//
+// It misses a connection opened and closed between two samples, and counts one whose four-tuple
+// was reused between them as old. The netlink socket is non-blocking on the io_context: a sample
+// never blocks the loop, and between samples nothing wakes (the lead's timer drives it).
+class new_connection_sampler {
+ public:
+  struct counts {
+    std::size_t open = 0;    // sockets of the port now
+    std::size_t fresh = 0;   // of which not in the previous sample (all of them in the first)
+    bool first = false;      // no previous sample: fresh is everything open
+    bool truncated = false;  // more than kMaxSockets: the rest were not compared
+  };
+  using handler = std::function<void(result<counts>)>;
+  static constexpr std::size_t kMaxSockets = 1 << 18;
+
+  // Opens the netlink socket. Throws std::system_error when it cannot.
+  new_connection_sampler(boost::asio::io_context& io, std::uint16_t port);
+  ~new_connection_sampler();
+
+  // One sample; done is called from the loop, never from inside this call. A sample asked for
+  // while one runs fails at once (through done, later): one at a time.
+  void sample(handler done);
+
+ private:
+  struct dump;
+  void send_request();
+  void wait();
+  void receive();
+  void finish(result<counts> outcome);
+
+  std::uint16_t port_;
+  boost::asio::posix::stream_descriptor socket_;
+  std::uint32_t sequence_ = 0;
+  std::unique_ptr<dump> running_;
+  std::vector<std::uint64_t> previous_;
+  bool sampled_ = false;
+  std::vector<std::uint8_t> buffer_;
+};
+
+}  // namespace shim

@@ -1,0 +1,107 @@
+// The sampler against the kernel's real socket table, on 127.0.0.1 and ::1: a listener on a free
+// port, k connections, then none; connections to another port are not counted.
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <list>
+#include <optional>
+
+#include "lb/new_connection_sampler.hpp"
+
+namespace shim {
+namespace {
+
+using boost::asio::ip::tcp;
+using counts = new_connection_sampler::counts;
+
+class NewConnectionSampler : public ::testing::Test {
+ protected:
+  tcp::acceptor listen_on(const char* address) {
+    return tcp::acceptor(io_, tcp::endpoint(boost::asio::ip::make_address(address), 0));
+  }
+  void connect(const tcp::acceptor& to, int k) {
+    for (int i = 0; i < k; ++i) clients_.emplace_back(io_).connect(to.local_endpoint());
+  }
+  // One sample, the loop run until it is in.
+  counts sample(new_connection_sampler& s) {
+    std::optional<result<counts>> got;
+    s.sample([&](result<counts> r) { got.emplace(std::move(r)); });
+    EXPECT_FALSE(got) << "the handler is called from the loop, never from sample()";
+    io_.restart();
+    while (!got && io_.run_one() > 0) {
+    }
+    EXPECT_TRUE(got);
+    if (!got) return {};
+    EXPECT_TRUE(got->ok()) << got->error();
+    return got->ok() ? got->value() : counts{};
+  }
+
+  boost::asio::io_context io_;
+  std::list<tcp::socket> clients_;
+};
+
+TEST_F(NewConnectionSampler, CountsNewConnectionsToItsPortOnly) {
+  auto target = listen_on("127.0.0.1");
+  auto other = listen_on("127.0.0.1");
+  new_connection_sampler s(io_, target.local_endpoint().port());
+  const counts baseline = sample(s);
+  EXPECT_TRUE(baseline.first);
+  EXPECT_EQ(baseline.open, 0u);
+
+  connect(target, 5);
+  connect(other, 3);
+  const counts after = sample(s);
+  EXPECT_FALSE(after.first);
+  EXPECT_EQ(after.open, 5u) << "the server side of each (the client side has another local port)";
+  EXPECT_EQ(after.fresh, 5u);
+  EXPECT_FALSE(after.truncated);
+
+  const counts quiet = sample(s);
+  EXPECT_EQ(quiet.open, 5u);
+  EXPECT_EQ(quiet.fresh, 0u);
+
+  // Accepted or not makes no difference: the kernel's socket is there from the handshake on.
+  tcp::socket accepted = target.accept();
+  connect(target, 2);
+  clients_.front().close();  // one old one goes
+  const counts later = sample(s);
+  EXPECT_EQ(later.fresh, 2u);
+  EXPECT_EQ(later.open, 6u) << "5 + 2 - the one closed";
+}
+
+TEST_F(NewConnectionSampler, CountsIpv6AndIpv4Alike) {
+  auto v6 = listen_on("::1");
+  new_connection_sampler s(io_, v6.local_endpoint().port());
+  sample(s);
+  connect(v6, 2);
+  EXPECT_EQ(sample(s).fresh, 2u);
+}
+
+TEST_F(NewConnectionSampler, OneSampleAtATime) {
+  auto target = listen_on("127.0.0.1");
+  new_connection_sampler s(io_, target.local_endpoint().port());
+  std::optional<result<counts>> first, second;
+  s.sample([&](result<counts> r) { first.emplace(std::move(r)); });
+  s.sample([&](result<counts> r) { second.emplace(std::move(r)); });
+  EXPECT_FALSE(second) << "refused later, from the loop";
+  io_.run();
+  ASSERT_TRUE(first && second);
+  EXPECT_TRUE(first->ok()) << first->error();
+  ASSERT_FALSE(second->ok());
+  EXPECT_EQ(second->error(), "sock_diag: a sample is already running");
+}
+
+TEST_F(NewConnectionSampler, DestroyedMidSampleCallsNothing) {
+  auto target = listen_on("127.0.0.1");
+  bool called = false;
+  {
+    new_connection_sampler s(io_, target.local_endpoint().port());
+    s.sample([&](result<counts>) { called = true; });
+  }
+  io_.run();
+  EXPECT_FALSE(called);
+}
+
+}  // namespace
+}  // namespace shim
