@@ -12,6 +12,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -455,6 +456,15 @@ config parse_flags(std::span<const std::string_view> args) {
         "unwatched); use --ensure-inhibit-delay=try");
   }
   return cfg;
+}
+
+std::string state_directory(const config& cfg) {
+  if (!cfg.state_dir.empty()) return cfg.state_dir;
+  if (const char* runtime = std::getenv("RUNTIME_DIRECTORY"); runtime && *runtime == '/') {
+    const std::string_view dirs(runtime);
+    return std::string(dirs.substr(0, dirs.find(':')));
+  }
+  return std::string(kDefaultStateDir);
 }
 
 std::string usage_text() {

@@ -4,7 +4,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <string_view>
 
@@ -16,16 +15,6 @@ namespace shim {
 namespace {
 
 using clock = shutdown_sequence::clock;
-
-// The flag, else systemd's RuntimeDirectory= (the first, if it lists several), else /run's.
-std::string state_directory(const config& cfg) {
-  if (!cfg.state_dir.empty()) return cfg.state_dir;
-  if (const char* runtime = std::getenv("RUNTIME_DIRECTORY"); runtime && *runtime == '/') {
-    const std::string_view dirs(runtime);
-    return std::string(dirs.substr(0, dirs.find(':')));
-  }
-  return std::string(kDefaultStateDir);
-}
 
 std::int64_t monotonic_us(shutdown_sequence::time_point t) {
   // steady_clock is CLOCK_MONOTONIC, the clock of the event log's monotonic_us.
