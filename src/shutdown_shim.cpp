@@ -39,7 +39,12 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       events_(events),
       runner_(sequence_settings(cfg), {.carry_out = [this](const seq::action& a) { carry_out(a); },
                                        .settled = [this] { settled(); }}),
-      server_(io, status_),
+      lb_(io, cfg.upstream.enabled() ? cfg.upstream.url.port : 0, log),
+      server_(io, status_, {},
+              [this](const boost::asio::ip::address& from, bool ready) {
+                lb_.probe_answered(from, ready);
+              }),
+      control_(io, control_answers()),
       kubelet_(cfg, log, status_.kubelet,
                {.gone =
                     [this] {
@@ -87,6 +92,7 @@ void shutdown_shim::start() {
 
   server_.listen(cfg_.listen);
   status_.listener_bound = true;
+  start_control();
   events_.record(event_kind::Started, "start", "shutdown-shim started",
                  {{"version", std::string(kVersion)},
                   {"revision", std::string(kRevision)},
@@ -123,6 +129,136 @@ void shutdown_shim::start() {
 // answered and the lock is not asked for yet. A large log takes a noticeable part of a second
 // (a 100 MB one was timed beside ShimReport's cases: docs/benchmarks.md); run on the loop later,
 // it would hold up probes as long.
+// --- the control socket ----------------------------------------------------------------------
+
+http_answers shutdown_shim::control_answers() {
+  const control_handlers handlers{
+      .status = [this](bool json) { return answer_status(json); },
+      .start_drill = [this](const drill_request& r) { return answer_start_drill(r); },
+      .drill = [this](bool json) { return answer_drill(json); },
+      .stop_drill = [this](bool json) { return answer_stop_drill(json); },
+  };
+  return control_http_answers(handlers);
+}
+
+// Not a reason to stop: the shim works without it, and says why there is none.
+void shutdown_shim::start_control() {
+  const std::filesystem::path dir = state_directory(cfg_);
+  std::error_code ec;
+  if (std::filesystem::create_directory(dir, ec)) {
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  }
+  try {
+    control_.listen(dir / kControlSocketName);
+  } catch (const std::system_error& e) {
+    log_.warning("no control socket: shutdown-shim status and drill cannot reach this shim",
+                 {{"error", e.what()}});
+  }
+}
+
+std::string_view phase_name(const shutdown_sequence& s, bool released) {
+  if (s.drilling()) return "drill";
+  if (s.holding()) return "shutdown";
+  if (s.draining()) return released ? "released" : "shutdown";
+  if (s.waiting_for_target()) return "waiting-for-target";
+  return "idle";
+}
+
+status_snapshot shutdown_shim::snapshot() const {
+  const auto& sequence = runner_.sequence();
+  const auto now = clock::now();
+  status_snapshot snap{
+      .status = status_,
+      .version = kVersion,
+      .phase = phase_name(sequence, !sequence.holding()),
+      .signal = signal_name(cfg_.signal),
+      .sigterm_policy = seq::sigterm_forwarding(cfg_.forward_on_sigterm, cfg_.target.wrapper(),
+                                                logind_ != nullptr)
+                            .why,
+      .signal_delay = cfg_.signal_delay,
+      .exit_timeout = cfg_.exit_timeout,
+  };
+  if (auto since = sequence.unready_since()) {
+    snap.elapsed = now - *since;
+    snap.signal_sent = sequence.signal_sent();
+  }
+  if (auto started = sequence.drill_started()) {
+    snap.drill_elapsed = now - *started;
+    snap.drill_left = std::max(*sequence.drill_end() - now, clock::duration(0));
+  }
+  if (sequence.drilling() || sequence.draining()) {
+    snap.lb_line = lb_.summary(cfg_.drain_delay);
+    snap.lb_fields = lb_.fields(cfg_.drain_delay);
+  }
+  snap.last_drill = last_drill_;
+  return snap;
+}
+
+control_reply shutdown_shim::answer_status(bool json) const {
+  const auto snap = snapshot();
+  return {.code = status_.ready() ? http_status::ok : http_status::service_unavailable,
+          .body = json ? status_json(snap) : status_text(snap),
+          .json = json};
+}
+
+std::string shutdown_shim::drill_progress() const {
+  const auto& sequence = runner_.sequence();
+  const auto now = clock::now();
+  const auto started = sequence.drill_started().value_or(now);
+  const auto end = sequence.drill_end().value_or(now);
+  return fmt::format("drill: {} elapsed, {} left; {}",
+                     format_duration(std::chrono::round<std::chrono::milliseconds>(now - started)),
+                     format_duration(std::chrono::round<std::chrono::seconds>(end - now)),
+                     lb_.summary(cfg_.drain_delay));
+}
+
+control_reply shutdown_shim::answer_start_drill(const drill_request& r) {
+  if (auto why = runner_.sequence().drill_refusal()) {
+    return {.code = http_status::conflict, .body = "no drill: " + *why + "\n", .json = false};
+  }
+  const auto length = r.duration.value_or(cfg_.drain_delay);
+  if (length <= std::chrono::nanoseconds(0)) {
+    return {.code = http_status::bad_request,
+            .body = "no drill: --drain-delay is 0s; give the drill a --duration\n",
+            .json = false};
+  }
+  lb_fall_ = r.lb_fall;
+  const std::string cause = r.who.empty() ? "shutdown-shim drill" : "shutdown-shim drill, " + r.who;
+  runner_.feed([now = clock::now(), d = std::chrono::duration_cast<clock::duration>(length),
+                cause](seq& s) { return s.drill(now, d, cause); });
+  return answer_drill(r.json);
+}
+
+control_reply shutdown_shim::answer_drill(bool json) const {
+  const auto& sequence = runner_.sequence();
+  if (!sequence.drilling() && last_drill_.empty()) {
+    return {.code = http_status::not_found, .body = "no drill since the shim started\n"};
+  }
+  const std::string line = sequence.drilling() ? drill_progress() : "last drill: " + last_drill_;
+  if (!json) return {.code = http_status::ok, .body = line + "\n", .json = false};
+  // Flat, so that the CLI reads it with the event log's reader.
+  std::string body = "{";
+  append_json_string(body, "drilling", sequence.drilling() ? "yes" : "no");
+  body += ',';
+  append_json_string(body, "summary", line);
+  body += ',';
+  append_json_string(body, "checkers", lb_.has_checkers() ? "yes" : "no");
+  for (const auto& [key, value] : lb_.fields(cfg_.drain_delay)) {
+    body += ',';
+    append_json_string(body, key, value);
+  }
+  body += "}\n";
+  return {.code = http_status::ok, .body = body, .json = true};
+}
+
+control_reply shutdown_shim::answer_stop_drill(bool json) {
+  if (!runner_.sequence().drilling()) {
+    return {.code = http_status::conflict, .body = "no drill under way\n", .json = false};
+  }
+  runner_.feed([](seq& s) { return s.stop_drill("shutdown-shim drill --stop"); });
+  return answer_drill(json);
+}
+
 void shutdown_shim::record_previous_shutdown() {
   if (cfg_.event_log.empty()) return;
   const std::string boot = current_boot_id();
@@ -265,12 +401,16 @@ void shutdown_shim::carry_out(const seq::action& a) {
       // A shutdown wins at once, whatever the upstream says; probing stops for the drain
       // (upstream_check.hpp says why) and starts again after a cancel (settled()).
       if (upstream_) upstream_->pause();
+      // What the load balancer makes of it, for DrainElapsed (a drill that became this shutdown
+      // goes on with its own measurement).
+      lb_.begin(a.at, lb_fall_);
       break;
     case kind::record_start:
       record_start(a);
       break;
     case kind::become_ready:
       log_.notice("ready again", {{"why", a.message}});
+      lb_.end();
       break;
     case kind::notify_stopping:
       sd_notify(0, "STOPPING=1");
@@ -310,6 +450,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
                          ? (held ? lock + ": the shutdown goes on" : "hold over (" + lock + ")")
                          : a.message + " (" + lock + ")");
       if (logind_) logind_->release();
+      lb_.end();
       break;
     }
     case kind::retake_inhibitor:
@@ -328,19 +469,33 @@ void shutdown_shim::carry_out(const seq::action& a) {
           .ends = end,
           .cause = a.cause};
       ++status_.drills;
-      events_.record(event_kind::DrillStarted, a.cause, a.message,
-                     {{"duration", format_duration(end - a.at)},
-                      {"drain_delay", format_duration(cfg_.drain_delay)}},
-                     a.at);
+      lb_.begin(a.at, lb_fall_);
+      // Said at once: with no remote checker the drill cannot take the node out of the LB.
+      log_fields fields{{"duration", format_duration(end - a.at)},
+                        {"drain_delay", format_duration(cfg_.drain_delay)},
+                        {"lb", lb_.summary(cfg_.drain_delay)}};
+      events_.record(event_kind::DrillStarted, a.cause, a.message, fields, a.at);
+      if (!lb_.has_checkers()) log_.warning(lb_.summary(cfg_.drain_delay));
       break;
     }
-    case kind::end_drill:
+    case kind::end_drill: {
       status_.drill.reset();
-      events_.record(event_kind::DrillEnded, a.cause, a.message,
-                     {{"outcome", a.cause}, {"served", format_duration(clock::now() - a.at)}});
+      const auto served = std::chrono::round<std::chrono::milliseconds>(clock::now() - a.at);
+      // A drill that became a shutdown goes on measuring for it.
+      if (a.cause != "shutdown") lb_.end();
+      log_fields fields{{"outcome", a.cause}, {"served", format_duration(served)}};
+      for (auto& f : lb_.fields(cfg_.drain_delay)) fields.push_back(std::move(f));
+      last_drill_ = fmt::format("{} after {}, at {}: {}", a.cause, format_duration(served),
+                                format_wall_time(std::chrono::system_clock::now()),
+                                lb_.summary(cfg_.drain_delay));
+      events_.record(event_kind::DrillEnded, a.cause, a.message + ": " + last_drill_, fields);
       break;
+    }
     case kind::note:
-      if (a.event) {
+      if (a.event == event_kind::DrainElapsed) {
+        // What the load balancer did in the drain, for `report` after the reboot.
+        events_.record(*a.event, a.message, a.message, lb_.fields(cfg_.drain_delay));
+      } else if (a.event) {
         events_.record(*a.event, a.message, a.message);
       } else {
         log_.info(a.message);
@@ -463,6 +618,7 @@ void shutdown_shim::finish(shim_outcome outcome) {
   // Nothing the sequence still has queued is carried out now.
   runner_.halt();
   server_.stop();
+  control_.stop();
   signals_.stop();
   hold_timer_.cancel();
   watchdog_timer_.cancel();

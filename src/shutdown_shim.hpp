@@ -7,10 +7,14 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "control/control_routes.hpp"
+#include "control/status_document.hpp"
 #include "core/sequence_runner.hpp"
 #include "core/shim_status.hpp"
+#include "http/control_server.hpp"
 #include "http/readiness_server.hpp"
 #include "kubelet/kubelet_watch.hpp"
+#include "lb/load_balancer_watch.hpp"
 #include "log/event_log.hpp"
 #include "logind/logind_edge.hpp"
 #include "process/target_watch.hpp"
@@ -76,6 +80,15 @@ class shutdown_shim {
   void on_stray_signal(int signal, bool own);
   void on_child_exit(int code);
 
+  // The control socket (issue 23): status and drills, for root on the node.
+  void start_control();
+  control_reply answer_status(bool json) const;
+  control_reply answer_start_drill(const drill_request& request);
+  control_reply answer_drill(bool json) const;
+  control_reply answer_stop_drill(bool json);
+  status_snapshot snapshot() const;
+  std::string drill_progress() const;
+
   void record_previous_shutdown();
   void start_bus();
   void notify_status();
@@ -89,7 +102,11 @@ class shutdown_shim {
   event_recorder& events_;
   shim_status status_;
   sequence_runner runner_;
+  load_balancer_watch lb_;
   readiness_server server_;
+  control_server control_;
+  unsigned lb_fall_ = load_balancer_watch::kDefaultFall;
+  std::string last_drill_;  // how the last drill ended and what the load balancer did
 
   std::unique_ptr<logind_edge> logind_;  // absent with --inhibit=off
 

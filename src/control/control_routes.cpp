@@ -5,6 +5,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "http/http_answer.hpp"
 #include "util/duration_text.hpp"
 
 namespace shim {
@@ -78,7 +79,7 @@ parsed_target parse_target(std::string_view target) {
 }  // namespace
 
 control_reply route_control(const control_handlers& handlers, http::verb method,
-                            std::string_view target) {
+                            std::string_view target, std::string_view who) {
   const parsed_target t = parse_target(target);
   const bool get = method == http::verb::get || method == http::verb::head;
   const bool post = method == http::verb::post;
@@ -95,7 +96,8 @@ control_reply route_control(const control_handlers& handlers, http::verb method,
     if (!t.error.empty()) return refuse(http::status::bad_request, t.error);
     if (get) return handlers.drill(t.json);
     if (!post) return wrong_method("GET or POST");
-    return handlers.start_drill({.duration = t.duration, .lb_fall = t.lb_fall, .json = t.json});
+    return handlers.start_drill(
+        {.duration = t.duration, .lb_fall = t.lb_fall, .json = t.json, .who = std::string(who)});
   }
   if (t.path == "/drill/stop") {
     if (!post) return wrong_method("POST");
@@ -105,6 +107,25 @@ control_reply route_control(const control_handlers& handlers, http::verb method,
   return refuse(http::status::not_found,
                 "no such path; the control socket answers GET /status, GET or POST /drill, "
                 "POST /drill/stop");
+}
+
+http_answers control_http_answers(control_handlers handlers) {
+  return {
+      .respond =
+          [handlers = std::move(handlers)](const http_request& request, const http_peer& peer,
+                                           http_request_counts& counts, std::string& out) {
+            const auto* unix = std::get_if<unix_peer>(&peer);
+            const std::string who = unix ? fmt::format("pid {}", unix->pid) : std::string();
+            const control_reply reply =
+                route_control(handlers, request.method(), request.target(), who);
+            counts.add(http_handler::other, static_cast<unsigned>(reply.code));
+            append_closing_answer(reply.code, reply.body, out,
+                                  reply.json ? "application/json" : "text/plain; charset=utf-8");
+            return false;
+          },
+      .refuse = [](http::status code, http_request_counts& counts,
+                   std::string& out) { append_refusal(counts, code, out); },
+  };
 }
 
 }  // namespace shim

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "http/http_connections.hpp"
+
 namespace shim {
 
 // What the control socket answers (issue 23), apart from the transport: the shim's control
@@ -27,6 +29,7 @@ struct drill_request {
   std::optional<std::chrono::nanoseconds> duration;
   unsigned lb_fall = 3;
   bool json = false;
+  std::string who;  // who asked, for the DrillStarted record
 };
 
 struct control_handlers {
@@ -40,7 +43,12 @@ struct control_handlers {
 inline constexpr std::chrono::hours kMaxDrill{1};
 inline constexpr unsigned kMaxLbFall = 100;
 
+// who: the peer, in words ("pid 4242"), for a drill's record.
 control_reply route_control(const control_handlers& handlers, boost::beast::http::verb method,
-                            std::string_view target);
+                            std::string_view target, std::string_view who = {});
+
+// The control server's answers: route_control() for each request, the peer's pid as who, one
+// answer per connection (the CLI asks once; curl too).
+http_answers control_http_answers(control_handlers handlers);
 
 }  // namespace shim

@@ -48,6 +48,8 @@ void set_event_member(event_record& r, std::string_view key, std::string value) 
     r.message = std::move(value);
   } else if (key == "inhibit_delay_max_usec") {
     r.inhibit_delay_max_usec = number<std::uint64_t>(value);
+  } else if (key == "lb") {
+    r.lb = std::move(value);
   }
 }
 

@@ -24,6 +24,7 @@ struct event_record {
   std::string cause;
   std::string message;
   std::optional<std::uint64_t> inhibit_delay_max_usec;  // ShutdownInitiated and ShutdownResumed
+  std::string lb;  // DrainElapsed, DrillEnded: what the load balancer's checkers did (issue 23)
 };
 
 // Sets the member named key (the event log's name for it) from its text; unknown keys, and

@@ -46,7 +46,11 @@ void shutdown_account::add(const event_record& r) {
     // Several targets: the last exit within the hold; after it, the first one.
     if (signal_us_ && (!released_us_ || !target_exit_us_)) target_exit_us_ = r.monotonic_us;
   } else if (r.event == "DrainElapsed") {
-    if (holder && !released_us_) drain_elapsed_ = true;
+    if (holder && !released_us_) {
+      drain_elapsed_ = true;
+      // The shim's own line, bounded all the same, as kubelet's.
+      lb_ = r.lb.substr(0, kMaxKubeletWords);
+    }
   } else if (r.event == "InhibitorReleased") {
     if (holder && !released_us_ && restarted_pid_ == 0) released_us_ = r.monotonic_us;
   } else if (r.event == "ShutdownCancelled") {

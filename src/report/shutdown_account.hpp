@@ -72,6 +72,9 @@ class shutdown_account {
   // with no SignalForwarded after it).
   const std::string& kubelet() const { return kubelet_; }
   bool signal_by_kubelet() const { return signal_by_kubelet_; }
+  // What the load balancer's health checkers did in the drain (DrainElapsed's lb), when the shim
+  // measured it; empty otherwise.
+  const std::string& load_balancer() const { return lb_; }
 
  private:
   std::string wall_;
@@ -88,6 +91,7 @@ class shutdown_account {
   std::optional<std::string> cancel_cause_;
   std::int64_t restarted_pid_ = 0;  // another run that Started while the hold was open
   std::string kubelet_;
+  std::string lb_;
   bool signal_by_kubelet_ = false;
   bool taken_back_ = false;  // the shim's signal after one left to kubelet
 };

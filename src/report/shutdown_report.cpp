@@ -159,6 +159,9 @@ std::string render_table(const std::vector<row>& rows) {
     if (const auto& kubelet = r.boot->last_shutdown->kubelet(); !kubelet.empty()) {
       out += fmt::format("{}: kubelet: {}\n", short_boot(*r.boot), one_line(kubelet, kMaxKubelet));
     }
+    if (const auto& lb = r.boot->last_shutdown->load_balancer(); !lb.empty()) {
+      out += fmt::format("{}: load balancer: {}\n", short_boot(*r.boot), one_line(lb, kMaxKubelet));
+    }
   }
   if (any_current) out += "* this boot\n";
   return out;
@@ -203,6 +206,10 @@ std::string render_json(const std::vector<row>& rows) {
                                                                       : "\"shim\"");
     if (!s.kubelet().empty()) {
       append_json_string(line, "kubelet", s.kubelet());
+      line += ',';
+    }
+    if (!s.load_balancer().empty()) {
+      append_json_string(line, "load_balancer", s.load_balancer());
       line += ',';
     }
     append_json_string(line, "detail", r.detail);

@@ -127,6 +127,26 @@ TEST_F(ShutdownReport, KubeletsSignalCountsAndItsExpectationIsShown) {
                         R"("kubelet":"KubeletShutdown","detail":"the signal was left to kubelet)"));
 }
 
+// Issue 23: what the load balancer's checkers did in the drain (DrainElapsed's lb) is shown on a
+// line of its own, and in the JSON.
+TEST_F(ShutdownReport, TheLoadBalancersDrainIsShown) {
+  event_log_builder log;
+  const auto pfs = event_log_builder::kPfs;
+  log.start(1)
+      .add("ShutdownInitiated", 100, pfs)
+      .add("SignalForwarded", 100.002, pfs, R"("target_pid":"42")")
+      .add("TargetExited", 101.2, "pidfd", R"("target_pid":"42")")
+      .add("DrainElapsed", 103, "the drain delay has passed",
+           R"("lb":"1 checker saw 3 x 503 by +2.1s","lb_fell_ms":"2100")")
+      .add("InhibitorReleased", 103.001, pfs);
+  const auto table = run(log.text());
+  EXPECT_EQ(table.result, report::outcome::clean);
+  EXPECT_THAT(table.out,
+              HasSubstr("clean\naaaaaaaa: load balancer: 1 checker saw 3 x 503 by +2.1s\n"));
+  const auto json = run(log.text(), true);
+  EXPECT_THAT(json.out, HasSubstr(R"("load_balancer":"1 checker saw 3 x 503 by +2.1s","detail":)"));
+}
+
 // Issue 19: kubelet's lock went before the target exited, and the shim sent the signal itself:
 // the shim's signal is the one, at its time.
 TEST_F(ShutdownReport, TheShimsSignalAfterKubeletsLockWentIsTheOne) {
