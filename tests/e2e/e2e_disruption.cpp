@@ -79,8 +79,10 @@ struct settings {
   // The stand-in apiserver's time to answer a request: a real GET takes milliseconds, so requests
   // are in flight on a node when it dies.
   double request_time_s = 0.015;
-  double lead_s = 2;              // load before the reboot
-  double tail_s = 2;              // load after the last event
+  double lead_s = 2;  // load before the reboot
+  double tail_s = 2;  // load after the last event
+  // shim-drill: the drill's length; long enough for HAProxy's fall x inter, and more.
+  double drill_s = 6;
   double request_timeout_s = 10;  // a request not answered by then is a failure
   // apiserver-crash: the restart's delay after the SIGKILL; apiserver-hang: the SIGSTOP's length.
   double restart_after_s = 5;
@@ -112,7 +114,8 @@ const std::vector<std::string> kAllScenarios = {"baseline-no-signal",
                                                 "baseline-apiserver-crash",
                                                 "shim-apiserver-crash",
                                                 "baseline-apiserver-hang",
-                                                "shim-apiserver-hang"};
+                                                "shim-apiserver-hang",
+                                                "shim-drill"};
 
 bool is_crash_scenario(const std::string& s) { return s.ends_with("-apiserver-crash"); }
 bool is_hang_scenario(const std::string& s) { return s.ends_with("-apiserver-hang"); }
@@ -124,6 +127,8 @@ bool is_shim_scenario(const std::string& s) { return s.starts_with("shim-"); }
 bool runs_shim(const std::string& s) { return is_shim_scenario(s) || is_fault_scenario(s); }
 // Node A runs the stand-in kubelet with graceful node shutdown (issue 13).
 bool runs_kubelet(const std::string& s) { return s.starts_with("shim-gns"); }
+// `shutdown-shim drill` on node A instead of a reboot (issue 23).
+bool is_drill_scenario(const std::string& s) { return s == "shim-drill"; }
 // A reboot scenario whose setup is known to fail clients: --check wants failed requests, or the
 // test could not tell the shim's effect from luck.
 bool must_fail(const std::string& s) { return s == "baseline-no-signal" || s == "shim-gns-naive"; }
@@ -167,7 +172,7 @@ std::optional<std::string> flag(std::string_view arg, std::string_view name) {
       "scenarios: baseline-no-signal baseline-apiserver-delay shim-attach shim-wrapper "
       "shim-cancel\n"
       "  shim-gns-naive shim-gns shim-gns-priority baseline-apiserver-crash shim-apiserver-crash\n"
-      "  baseline-apiserver-hang shim-apiserver-hang\n",
+      "  baseline-apiserver-hang shim-apiserver-hang shim-drill\n",
       error);
   std::exit(2);
 }
@@ -545,6 +550,18 @@ struct scenario_result {
   // it.
   std::optional<double> detection_window_s;
   std::size_t failed_after_window = 0;
+  // The drill scenario: what the drill measured (its JSON result; offsets from the drill's start),
+  // and HAProxy's own DOWN and UP of node A from the same moment, all in seconds.
+  struct drill_figures {
+    int exit_code = -1;
+    std::string summary;
+    std::optional<double> checkers_fell_s;     // the last checker's fall-th 503 in a row
+    std::optional<double> lb_down_s;           // HAProxy: node A DOWN
+    std::optional<double> lb_up_s;             // HAProxy: node A UP again
+    std::optional<double> connections_zero_s;  // new connections to node A's apiserver fell to 0
+    std::string connections;                   // the series, per second
+  };
+  std::optional<drill_figures> drill;
   std::vector<std::string> problems;  // the run itself went wrong (not a measured failure)
 
   std::size_t failed() const {
@@ -701,8 +718,12 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
         argv.push_back("--kubelet-config=" + kubelet_config.string());
         argv.push_back("--static-pod-manifest=" + static_pod_manifest.string());
       }
-      if (is_shim_scenario(name) && is_fault_scenario(name)) {
+      if (is_shim_scenario(name) && (is_fault_scenario(name) || is_drill_scenario(name))) {
         for (auto& f : upstream_flags(a_api, s)) argv.push_back(std::move(f));
+      }
+      if (is_drill_scenario(name)) {
+        fs::create_directories(a.dir() / "runtime");
+        argv.push_back("--state-dir=" + (a.dir() / "runtime").string());
       }
       shim_process = &a.spawn("shutdown-shim", argv);
     }
@@ -753,7 +774,54 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   const auto lb_bound = std::chrono::milliseconds(
       std::llround((parse_seconds(s.inter) * (s.fall + s.rise + 2) + 10) * 1000));
   std::uint64_t last_event = 0;
-  if (is_fault_scenario(name)) {
+  if (is_drill_scenario(name)) {
+    // The drill waits for its end and prints its result as JSON.
+    res.t0_us = sandbox::monotonic_us();
+    res.markers.push_back({"drill requested", res.t0_us});
+    sandbox::spawn_options dopt;
+    for (char** e = environ; e && *e; ++e) dopt.env.emplace_back(*e);
+    dopt.stdout_path = out / "drill.json";
+    dopt.stderr_path = out / "drill.err";
+    fs::remove(dopt.stdout_path, ec);
+    sandbox::child_process drill("shutdown-shim-drill",
+                                 {tools.shim, "drill", "--duration=" + seconds(s.drill_s),
+                                  fmt::format("--lb-fall={}", s.fall), "--json",
+                                  "--state-dir=" + (a.dir() / "runtime").string()},
+                                 dopt);
+    const auto status =
+        drill.wait_for_exit(std::chrono::milliseconds(std::llround((s.drill_s + 30) * 1000)));
+    if (!status) return fail("the drill did not end");
+    scenario_result::drill_figures d;
+    d.exit_code = sandbox::shell_exit_code(*status);
+    const std::string json = sandbox::read_text_file(out / "drill.json");
+    d.summary = sandbox::json_string_field(json, "summary").value_or(json);
+    const auto ms = [&](std::string_view key) -> std::optional<double> {
+      const auto v = sandbox::json_string_field(json, key);
+      if (!v || v->empty()) return std::nullopt;
+      return std::stod(*v) / 1e3;
+    };
+    d.checkers_fell_s = ms("lb_fell_ms");
+    d.connections_zero_s = ms("lb_connections_zero_ms");
+    d.connections = sandbox::json_string_field(json, "lb_new_connections_series").value_or("");
+    // Offsets from the shim's own unready moment, the drill's start.
+    std::uint64_t started = res.t0_us;
+    for (const auto& e : sandbox::read_event_log(event_log)) {
+      if (e.event == "DrillStarted") started = e.monotonic_us;
+    }
+    res.markers.push_back({"shim unready (drill)", started});
+    const auto down = lb.first("node-a", "DOWN", res.t0_us);
+    if (down) d.lb_down_s = (static_cast<double>(*down) - static_cast<double>(started)) / 1e6;
+    if (down &&
+        wait_until([&] { return lb.first("node-a", "UP", *down).has_value(); }, lb_bound + 30s)) {
+      const auto up = *lb.first("node-a", "UP", *down);
+      d.lb_up_s = (static_cast<double>(up) - static_cast<double>(started)) / 1e6;
+      last_event = up;
+      res.markers.push_back({"LB marks node up", up});
+    } else {
+      last_event = sandbox::monotonic_us();
+    }
+    res.drill = d;
+  } else if (is_fault_scenario(name)) {
     res.t0_us = sandbox::monotonic_us();
     if (is_crash_scenario(name)) {
       api_process->signal(SIGKILL);
@@ -865,7 +933,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     res.failed_after_window = static_cast<std::size_t>(
         std::count_if(res.records.begin(), res.records.end(),
                       [&](const auto& r) { return r.failed() && r.send_us > window_end; }));
-  } else if (shim) {
+  } else if (shim && !is_drill_scenario(name)) {
     for (const auto& e : sandbox::read_event_log(event_log)) {
       if (e.event == "ShutdownInitiated" && !unready) unready = e.monotonic_us;
       // shim-gns*: the policy at work (kubelet's SIGTERM counted as the shim's).
@@ -976,6 +1044,45 @@ std::string table(const settings& s, const std::vector<scenario_result>& results
         r.apiserver_sigterms ? fmt::format("{}", *r.apiserver_sigterms) : "-", r.apiserver_exit);
   }
   return t;
+}
+
+std::string seconds_or_dash(const std::optional<double>& s) {
+  return s ? fmt::format("{:+.3f} s", *s) : "-";
+}
+
+std::string drill_line(const scenario_result::drill_figures& d) {
+  return fmt::format(
+      "drill (exit {}): checkers saw fall x 503 at {}; HAProxy marked node A DOWN at {}, UP at {}; "
+      "new connections to node A's apiserver fell to 0 at {} (per second: {}); the drill said: {}",
+      d.exit_code, seconds_or_dash(d.checkers_fell_s), seconds_or_dash(d.lb_down_s),
+      seconds_or_dash(d.lb_up_s), seconds_or_dash(d.connections_zero_s),
+      d.connections.empty() ? "-" : d.connections, d.summary);
+}
+
+// The drill's pass criterion (issue 23): no signal, the drill's own measure of the checkers agrees
+// with HAProxy's DOWN within one check interval, and new connections stop after it (the sampler
+// looks once a second: within one sample of it).
+bool check_drill(const settings& s, const scenario_result& r) {
+  const auto& d = *r.drill;
+  const double inter = parse_seconds(s.inter);
+  std::vector<std::string> why;
+  if (d.exit_code != 0) why.push_back(fmt::format("the drill exited {}", d.exit_code));
+  if (r.apiserver_sigterms.value_or(0) != 0) why.push_back("the apiserver was signalled");
+  if (!d.lb_down_s || !d.lb_up_s) why.push_back("HAProxy did not mark node A down and up");
+  if (!d.checkers_fell_s) why.push_back("the drill saw no checker fall");
+  if (d.lb_down_s && d.checkers_fell_s && std::abs(*d.checkers_fell_s - *d.lb_down_s) > inter) {
+    why.push_back(
+        fmt::format("the drill's fall at {:.3f} s and HAProxy's DOWN at {:.3f} s are "
+                    "more than one interval ({} s) apart",
+                    *d.checkers_fell_s, *d.lb_down_s, inter));
+  }
+  if (!d.connections_zero_s) {
+    why.push_back("new connections to node A never fell to 0");
+  } else if (d.lb_down_s && *d.connections_zero_s + 1.0 < *d.lb_down_s) {
+    why.push_back("new connections fell to 0 before HAProxy's DOWN");
+  }
+  for (const auto& w : why) fmt::print("FAIL {}: {}\n", r.name, w);
+  return why.empty();
 }
 
 // A gnuplot script drawing one panel per scenario: every request at its send time, in the lane of
@@ -1120,8 +1227,12 @@ int main(int argc, char** argv) {
     if (r.name == "shim-cancel") {
       fmt::print("  node A answered {} requests after the cancel\n", r.node_a_answers_after_cancel);
     }
+    if (r.drill) fmt::print("  {}\n", drill_line(*r.drill));
   }
-  const std::string summary = table(s, results);
+  std::string summary = table(s, results);
+  for (const auto& r : results) {
+    if (r.drill) summary += "\n" + r.name + ": " + drill_line(*r.drill) + "\n";
+  }
   fmt::print("\n{}", summary);
   std::ofstream(s.out_dir / "summary.md", std::ios::trunc) << summary;
   std::ofstream(s.out_dir / "timeline.gp", std::ios::trunc) << gnuplot_script(results);
@@ -1158,6 +1269,7 @@ int main(int argc, char** argv) {
             r.name, r.apiserver_sigterms.value_or(0), r.apiserver_exit);
         ok = false;
       }
+      if (r.drill && !check_drill(s, r)) ok = false;
       if (r.name == "shim-cancel" && r.node_a_answers_after_cancel == 0) {
         fmt::print("FAIL {}: node A never answered again after the cancel\n", r.name);
         ok = false;

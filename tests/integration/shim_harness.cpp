@@ -1,8 +1,10 @@
 #include "shim_harness.hpp"
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -242,9 +244,7 @@ shim ShimTest::start_shim(const shim_options& options, bool wait_ready) {
   // processes that still run" in a fresh sandbox).
   if (std::none_of(s.env.begin(), s.env.end(),
                    [](const std::string& e) { return e.starts_with("RUNTIME_DIRECTORY="); })) {
-    const auto dir = sb().path("runtime");
-    std::filesystem::create_directories(dir);
-    s.env.push_back("RUNTIME_DIRECTORY=" + dir.string());
+    s.env.push_back("RUNTIME_DIRECTORY=" + runtime_dir().string());
   }
   s.process = &sb().spawn("shutdown-shim", s.argv, s.env);
   shims_.push_back(s);
@@ -252,6 +252,46 @@ shim ShimTest::start_shim(const shim_options& options, bool wait_ready) {
     ADD_FAILURE() << "the shim did not become ready (/readyz 200) on port " << s.port;
   }
   return s;
+}
+
+std::filesystem::path ShimTest::runtime_dir() {
+  const auto dir = sb().path("runtime");
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+cli_run ShimTest::run_cli(const std::vector<std::string>& args,
+                          const std::vector<sandbox::bind_mount>& mounts) {
+  const auto out = sb().path(fmt::format("cli-{}.out", cli_runs_));
+  const auto err = sb().path(fmt::format("cli-{}.err", cli_runs_));
+  ++cli_runs_;
+  std::vector<std::string> argv{sb().tools().shim};
+  argv.insert(argv.end(), args.begin(), args.end());
+  sandbox::spawn_options options;
+  options.env = sb().child_environment();
+  options.stdout_path = out;
+  options.stderr_path = err;
+  options.private_mounts = mounts;
+  sandbox::child_process cli("shutdown-shim-" + args.front(), argv, options);
+  const auto status = cli.wait_for_exit(kEventTimeout);
+  cli_run r;
+  if (status) r.exit_code = sandbox::shell_exit_code(*status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  note(fmt::format("shutdown-shim {} exit {}:\n{}{}", fmt::join(args, " "), r.exit_code, r.out,
+                   r.err));
+  return r;
 }
 
 shim ShimTest::restart_shim(const shim& old, bool wait_ready) {

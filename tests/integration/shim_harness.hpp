@@ -103,6 +103,13 @@ struct reboot_observation {
   std::string figures_line() const;
 };
 
+// A run of the shim's command line (report, status, drill): its exit code and what it printed.
+struct cli_run {
+  int exit_code = -1;  // -1: it did not exit within the timeout
+  std::string out;
+  std::string err;
+};
+
 // Shim flags for attach mode on an apiserver's pidfile.
 shim_options attach_to(const apiserver& a, std::string drain_delay = "3s",
                        std::string exit_timeout = "5s");
@@ -158,6 +165,14 @@ class ShimTest : public ::testing::Test {
 
   // Prints extra lines with the diagnostics if the test fails.
   void note(const std::string& line);
+
+  // `shutdown-shim ARGS...` with the sandbox's environment, in a mount namespace with `mounts`
+  // when there are any; noted.
+  cli_run run_cli(const std::vector<std::string>& args,
+                  const std::vector<sandbox::bind_mount>& mounts = {});
+  // The state directory start_shim() gives its shims (their control socket is in it).
+  std::filesystem::path runtime_dir();
+  int cli_runs_ = 0;
 
   std::unique_ptr<sandbox::node_sandbox> sandbox_;
   std::vector<std::string> notes_;

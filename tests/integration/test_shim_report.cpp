@@ -22,11 +22,7 @@ namespace {
 // Any id but this machine's: the boot the report runs in.
 constexpr const char* kNextBoot = "11111111-2222-4333-8444-555555555555";
 
-struct report_run {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using report_run = cli_run;
 
 std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p);
@@ -44,28 +40,10 @@ class ShimReport : public ShimTest {
     std::ofstream(boot_id) << kNextBoot << '\n';
     const auto journal = sb().path("empty-journal");
     std::filesystem::create_directories(journal);
-    const auto out = sb().path(fmt::format("report-{}.out", runs_));
-    const auto err = sb().path(fmt::format("report-{}.err", runs_));
-    ++runs_;
-
-    std::vector<std::string> argv{sb().tools().shim, "report",
-                                  "--event-log=" + s.event_log.string(),
+    std::vector<std::string> argv{"report", "--event-log=" + s.event_log.string(),
                                   "--journal-dir=" + journal.string()};
     argv.insert(argv.end(), args.begin(), args.end());
-    sandbox::spawn_options options;
-    options.env = sb().child_environment();
-    options.stdout_path = out;
-    options.stderr_path = err;
-    options.private_mounts = {{boot_id, "/proc/sys/kernel/random/boot_id"}};
-    sandbox::child_process report("shutdown-shim-report", argv, options);
-    const auto status = report.wait_for_exit(kEventTimeout);
-    report_run r;
-    if (status) r.exit_code = sandbox::shell_exit_code(*status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    note("report " + fmt::format("{}", fmt::join(args, " ")) + " exit " +
-         std::to_string(r.exit_code) + ":\n" + r.out + r.err);
-    return r;
+    return run_cli(argv, {{boot_id, "/proc/sys/kernel/random/boot_id"}});
   }
 
   // The next boot's shim: s's command line on a port of its own, with the same event log, in a
@@ -106,7 +84,6 @@ class ShimReport : public ShimTest {
     return id;
   }
 
-  int runs_ = 0;
   std::list<sandbox::child_process> next_boot_shims_;
 };
 
