@@ -212,17 +212,22 @@ bool append_response(const shim_status& status, http_request_counts& counts,
   return request.keep_alive();
 }
 
-void append_refusal(http_request_counts& counts, http::status code, std::string& out) {
+void append_closing_answer(http::status code, std::string_view body, std::string& out) {
   http_request request{http::verb::get, "", 11};
   request.keep_alive(false);
-  append_answer(out, request, {code, std::string(refusal_text(code))});
+  append_answer(out, request, {code, std::string(body)});
+}
+
+void append_refusal(http_request_counts& counts, http::status code, std::string& out) {
+  append_closing_answer(code, refusal_text(code), out);
   counts.add(http_handler::other, static_cast<unsigned>(code));
 }
 
 http_answers readiness_answers(const shim_status& status) {
   return {
+      // The peer is not looked at (yet): every prober gets the same answer.
       .respond = [&status](
-                     const http_request& request, http_request_counts& counts,
+                     const http_request& request, const http_peer&, http_request_counts& counts,
                      std::string& out) { return append_response(status, counts, request, out); },
       .refuse = [](http::status code, http_request_counts& counts,
                    std::string& out) { append_refusal(counts, code, out); },

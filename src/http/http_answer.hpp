@@ -2,6 +2,7 @@
 
 #include <boost/beast/http/status.hpp>
 #include <string>
+#include <string_view>
 
 #include "core/shim_status.hpp"
 #include "http/http_connections.hpp"
@@ -20,6 +21,11 @@ http_response handle_request(const shim_status& status, http_request_counts& cou
 // building it, and whether the connection stays open after it.
 bool append_response(const shim_status& status, http_request_counts& counts,
                      const http_request& request, std::string& out);
+
+// A plain-text answer `code` with `body`, after which the connection closes (HTTP/1.1, Connection:
+// close), appended to `out`.
+void append_closing_answer(boost::beast::http::status code, std::string_view body,
+                           std::string& out);
 
 // The server's answer to a request it refuses before routing (malformed, too large, a body),
 // appended to `out`; the connection closes after it. Counted in `counts`, as handler "other".

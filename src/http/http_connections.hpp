@@ -10,6 +10,7 @@
 
 #include "http/http_limits.hpp"
 #include "http/http_message.hpp"
+#include "http/http_peer.hpp"
 #include "http/http_request_counts.hpp"
 
 namespace shim {
@@ -23,11 +24,13 @@ class http_connection {
   ~http_connection() = default;
 };
 
-// What a connection answers, given by the readiness server: a connection reads and writes bytes
-// and knows no endpoint.
+// What a connection answers, given by its server (the readiness server's endpoints, the control
+// socket's routes): a connection reads and writes bytes and knows no endpoint.
 struct http_answers {
-  // Appends the answer to `request` to `out`; true when the connection stays open.
-  std::function<bool(const http_request& request, http_request_counts& counts, std::string& out)>
+  // Appends the answer to `request` (method, target, version, keep-alive; it never has a body)
+  // from `peer` to `out`; true when the connection stays open.
+  std::function<bool(const http_request& request, const http_peer& peer,
+                     http_request_counts& counts, std::string& out)>
       respond;
   // Appends the answer to a request refused before routing; the connection closes after it.
   std::function<void(boost::beast::http::status code, http_request_counts& counts,
@@ -35,7 +38,7 @@ struct http_answers {
       refuse;
 };
 
-// The readiness server's open connections and what they share: limits, answers, request counts.
+// A server's open connections and what they share: limits, answers, request counts.
 // Held by shared_ptr by every connection, so it outlives the server while their operations are
 // still queued on the io_context; after close_all() they see `stopped()` and return.
 class http_connections {

@@ -21,9 +21,14 @@ inline constexpr std::size_t kMaxConnections = 512;
 
 // Descriptors the shim keeps for itself besides its HTTP connections: stdio, epoll, Asio's eventfd,
 // timerfd and signal pipe, the bus, the event log, pidfds (--target-name may match several), the
-// listeners, a wrapped child's, and one for accept() itself. An attach-mode shim holding its lock
+// listeners, the control socket and its connections (kMaxControlConnections), a wrapped child's,
+// and one for accept() itself. An attach-mode shim holding its lock
 // had 15 open, one probe connection included (FaultHttp's low-limit test); 64 leaves room.
 inline constexpr std::size_t kReservedDescriptors = 64;
+
+// The control socket's connections at most (control_server): root's CLI opens one per command, a
+// watch loop or a curl by hand another; beyond it the least recently active one is closed.
+inline constexpr std::size_t kMaxControlConnections = 8;
 
 // How many connections the server keeps open under a descriptor limit (RLIMIT_NOFILE's soft
 // value): the oldest idle one is closed to admit a new one beyond it, so accept() never runs out

@@ -2,8 +2,11 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <cerrno>
 #include <chrono>
 #include <utility>
@@ -15,6 +18,7 @@ namespace shim {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
+using local = asio::local::stream_protocol;
 
 namespace {
 
@@ -23,23 +27,43 @@ namespace {
 constexpr std::chrono::milliseconds kAcceptBackoff{100};
 
 // Whether a connection waits in the listen queue; never blocks.
-bool connection_pending(tcp::acceptor& acceptor) {
+template <typename Acceptor>
+bool connection_pending(Acceptor& acceptor) {
   pollfd fd{acceptor.native_handle(), POLLIN, 0};
   return ::poll(&fd, 1, 0) == 1 && (fd.revents & POLLIN) != 0;
 }
 
-}  // namespace
-
-void http_listeners::accept(std::shared_ptr<listener> l) {
-  auto& acceptor = l->acceptor;
-  acceptor.async_accept(io, [self = shared_from_this(), l = std::move(l)](
-                                beast::error_code ec, http_session::socket_type socket) mutable {
-    self->on_accept(l, ec, std::move(socket));
-  });
+// The peer, from what accept() gave: a TCP peer's address and port.
+http_peer peer_of(const http_session<tcp>::socket_type&, const tcp::endpoint& peer) {
+  return tcp_peer{.address = peer.address(), .port = peer.port()};
 }
 
-void http_listeners::on_accept(const std::shared_ptr<listener>& l, beast::error_code ec,
-                               http_session::socket_type socket) {
+// A Unix socket's peer: its credentials at connect(). Unknown (uid -1) if the kernel does not say.
+http_peer peer_of(http_session<local>::socket_type& socket, const local::endpoint&) {
+  ucred credentials{};
+  socklen_t size = sizeof credentials;
+  if (::getsockopt(socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
+    return unix_peer{};
+  }
+  return unix_peer{.uid = credentials.uid, .pid = credentials.pid};
+}
+
+}  // namespace
+
+template <typename Protocol>
+void http_listeners<Protocol>::accept(std::shared_ptr<listener> l) {
+  auto& acceptor = l->acceptor;
+  acceptor.async_accept(
+      io, l->peer,
+      [self = this->shared_from_this(), l](beast::error_code ec,
+                                           typename session_type::socket_type socket) mutable {
+        self->on_accept(l, ec, std::move(socket));
+      });
+}
+
+template <typename Protocol>
+void http_listeners<Protocol>::on_accept(const std::shared_ptr<listener>& l, beast::error_code ec,
+                                         typename session_type::socket_type socket) {
   if (connections->stopped() || !l->acceptor.is_open()) return;
   if (ec == asio::error::connection_aborted) return accept(l);  // that one client gave up
   if (ec) {
@@ -52,7 +76,7 @@ void http_listeners::on_accept(const std::shared_ptr<listener>& l, beast::error_
       return accept(l);
     }
     l->backoff.expires_after(kAcceptBackoff);
-    l->backoff.async_wait([self = shared_from_this(), l](beast::error_code wait_ec) {
+    l->backoff.async_wait([self = this->shared_from_this(), l](beast::error_code wait_ec) {
       if (!wait_ec && !self->connections->stopped()) self->accept(l);
     });
     return;
@@ -63,11 +87,20 @@ void http_listeners::on_accept(const std::shared_ptr<listener>& l, beast::error_
   // Make room for the newcomer: a fresh probe must always be answered.
   const std::size_t cap = std::max<std::size_t>(connections->limits().max_connections, 1);
   while (connections->size() >= cap) connections->close_oldest();
-  std::make_shared<http_session>(connections, std::move(socket))->start();
+  http_peer peer = peer_of(socket, l->peer);
+  const bool admitted = !admits || admits(peer);
+  auto session = std::make_shared<session_type>(connections, std::move(socket), std::move(peer));
+  if (admitted) {
+    session->start();
+  } else {
+    ++refused;
+    session->start_refused(beast::http::status::forbidden);
+  }
   accept(l);
 }
 
-void http_listeners::stop() {
+template <typename Protocol>
+void http_listeners<Protocol>::stop() {
   beast::error_code ignored;
   for (auto& l : listeners) {
     l->acceptor.close(ignored);
@@ -77,5 +110,8 @@ void http_listeners::stop() {
   endpoints.clear();
   connections->close_all();
 }
+
+template struct http_listeners<tcp>;
+template struct http_listeners<local>;
 
 }  // namespace shim

@@ -1,6 +1,8 @@
 #include "http/http_session.hpp"
 
 #include <algorithm>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/http/read.hpp>
 #include <chrono>
@@ -15,7 +17,6 @@ namespace shim {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using tcp = asio::ip::tcp;
 
 namespace {
 
@@ -31,24 +32,37 @@ constexpr std::size_t kKeptAnswerCapacity = 2048;
 
 }  // namespace
 
-http_session::http_session(std::shared_ptr<http_connections> connections, socket_type socket)
+template <typename Protocol>
+http_session<Protocol>::http_session(std::shared_ptr<http_connections> connections,
+                                     socket_type socket, http_peer peer)
     : connections_(std::move(connections)),
       socket_(std::move(socket)),
       timer_(connections_->io()),
-      buffer_(connections_->limits().max_request_bytes) {}
+      buffer_(connections_->limits().max_request_bytes),
+      peer_(std::move(peer)) {}
 
-http_session::~http_session() {
+template <typename Protocol>
+http_session<Protocol>::~http_session() {
   timer_.cancel();
   unregister();
 }
 
-void http_session::start() {
+template <typename Protocol>
+void http_session<Protocol>::start() {
   pos_ = connections_->add(this);
   registered_ = true;
   read_request();
 }
 
-void http_session::close() {
+template <typename Protocol>
+void http_session<Protocol>::start_refused(http::status code) {
+  pos_ = connections_->add(this);
+  registered_ = true;
+  refuse(code);
+}
+
+template <typename Protocol>
+void http_session<Protocol>::close() {
   unregister();
   beast::error_code ignored;
   socket_.close(ignored);
@@ -58,15 +72,17 @@ void http_session::close() {
 // timer still fires at the earlier time and is then re-armed, so a request costs a clock read, not
 // a timer cancellation and a new wait around each read and write as with beast::tcp_stream's
 // expires_after(): the largest single saving callgrind showed (docs/benchmarks.md).
-void http_session::set_deadline(std::chrono::steady_clock::duration timeout) {
+template <typename Protocol>
+void http_session<Protocol>::set_deadline(std::chrono::steady_clock::duration timeout) {
   deadline_ = std::chrono::steady_clock::now() + timeout;
   if (!timer_armed_ || deadline_ < timer_.expiry()) arm_timer();
 }
 
-void http_session::arm_timer() {
+template <typename Protocol>
+void http_session<Protocol>::arm_timer() {
   timer_.expires_at(deadline_);  // aborts the pending wait, if any
   timer_armed_ = true;
-  timer_.async_wait([weak = weak_from_this()](beast::error_code ec) {
+  timer_.async_wait([weak = this->weak_from_this()](beast::error_code ec) {
     auto self = weak.lock();
     if (!self || ec) return;
     self->timer_armed_ = false;
@@ -78,15 +94,20 @@ void http_session::arm_timer() {
   });
 }
 
-bool http_session::closed() const { return !registered_ || connections_->stopped(); }
+template <typename Protocol>
+bool http_session<Protocol>::closed() const {
+  return !registered_ || connections_->stopped();
+}
 
-void http_session::unregister() {
+template <typename Protocol>
+void http_session<Protocol>::unregister() {
   if (!registered_) return;
   registered_ = false;
   connections_->remove(pos_);
 }
 
-void http_session::read_request() {
+template <typename Protocol>
+void http_session<Protocol>::read_request() {
   const auto& limits = connections_->limits();
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(
@@ -97,14 +118,15 @@ void http_session::read_request() {
   // The head only: whatever follows it stays in buffer_, unparsed, until on_read() has decided.
   http::async_read_header(
       socket_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
+      [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
 }
 
-void http_session::on_read(beast::error_code ec) {
+template <typename Protocol>
+void http_session<Protocol>::on_read(beast::error_code ec) {
   if (closed()) return;
   if (ec == http::error::end_of_stream) {
     // The client closed between requests.
-    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    socket_.shutdown(asio::socket_base::shutdown_send, ec);
     return;
   }
   if (ec == http::error::partial_message) return;  // EOF mid-request: nobody left to answer
@@ -124,31 +146,36 @@ void http_session::on_read(beast::error_code ec) {
     refusal = http::status::bad_request;
   }
   out_.clear();
-  if (refusal != http::status::ok) {
-    connections_->answers().refuse(refusal, connections_->counts(), out_);
-    return write(then::linger);
-  }
+  if (refusal != http::status::ok) return refuse(refusal);
   connections_->touch(pos_);  // most recently active
   const bool keep_alive =
-      connections_->answers().respond(parser_->get(), connections_->counts(), out_);
+      connections_->answers().respond(parser_->get(), peer_, connections_->counts(), out_);
   write(keep_alive ? then::read_next : then::close);
 }
 
-void http_session::write(then next) {
+template <typename Protocol>
+void http_session<Protocol>::refuse(http::status code) {
+  connections_->answers().refuse(code, connections_->counts(), out_);
+  write(then::linger);
+}
+
+template <typename Protocol>
+void http_session<Protocol>::write(then next) {
   parser_.reset();  // the request is answered: its target is not kept while the answer goes out
   // A client that does not read its responses gets the same deadline as one that does not send.
   set_deadline(connections_->limits().read_timeout);
   asio::async_write(socket_, asio::buffer(out_),
-                    [self = shared_from_this(), next](beast::error_code ec, std::size_t) {
+                    [self = this->shared_from_this(), next](beast::error_code ec, std::size_t) {
                       self->on_write(next, ec);
                     });
 }
 
-void http_session::on_write(then next, beast::error_code ec) {
+template <typename Protocol>
+void http_session<Protocol>::on_write(then next, beast::error_code ec) {
   if (out_.capacity() > kKeptAnswerCapacity) std::string().swap(out_);
   if (closed() || ec) return;
   if (next == then::read_next) return read_request();
-  socket_.shutdown(tcp::socket::shutdown_send, ec);
+  socket_.shutdown(asio::socket_base::shutdown_send, ec);
   if (next == then::close) return;
   // What the client sent after a refused request is still unread.
   buffer_.consume(buffer_.size());
@@ -157,13 +184,17 @@ void http_session::on_write(then next, beast::error_code ec) {
   drain();
 }
 
-void http_session::drain() {
+template <typename Protocol>
+void http_session<Protocol>::drain() {
   socket_.async_read_some(buffer_.prepare(buffer_.max_size()),
-                          [self = shared_from_this()](beast::error_code ec, std::size_t) {
+                          [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
                             // EOF: the client has read our answer and closed.
                             if (self->closed() || ec) return;
                             self->drain();
                           });
 }
+
+template class http_session<asio::ip::tcp>;
+template class http_session<asio::local::stream_protocol>;
 
 }  // namespace shim

@@ -34,14 +34,14 @@ namespace {
 }  // namespace
 
 struct readiness_server::impl {
-  std::shared_ptr<http_listeners> state;
+  std::shared_ptr<http_listeners<tcp>> state;
 };
 
 readiness_server::readiness_server(asio::io_context& io, const shim_status& status,
                                    http_limits limits) {
   auto connections = std::make_shared<http_connections>(io, limits, readiness_answers(status));
-  impl_ =
-      std::make_unique<impl>(impl{std::make_shared<http_listeners>(io, std::move(connections))});
+  impl_ = std::make_unique<impl>(
+      impl{std::make_shared<http_listeners<tcp>>(io, std::move(connections))});
 }
 
 readiness_server::~readiness_server() { stop(); }
@@ -49,13 +49,13 @@ readiness_server::~readiness_server() { stop(); }
 void readiness_server::listen(const std::vector<listen_address>& addresses) {
   auto& state = *impl_->state;
   // All or nothing: nothing is listening when one of the addresses fails.
-  std::vector<std::shared_ptr<http_listeners::listener>> opened;
+  std::vector<std::shared_ptr<http_listeners<tcp>::listener>> opened;
   for (const auto& address : addresses) {
     beast::error_code ec;
     const auto ip = asio::ip::make_address(address.host, ec);
     if (ec) throw_listen_error(address, ec);
     const tcp::endpoint endpoint{ip, address.port};
-    auto l = std::make_shared<http_listeners::listener>(state.io);
+    auto l = std::make_shared<http_listeners<tcp>::listener>(state.io);
     auto& acceptor = l->acceptor;
     acceptor.open(endpoint.protocol(), ec);
     if (ec) throw_listen_error(address, ec);

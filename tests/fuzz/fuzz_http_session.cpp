@@ -83,9 +83,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t baseline = __sanitizer_get_current_allocated_bytes();
   {
     // A stream socket is what the session reads; Asio does not look at its address family.
-    shim::http_session::socket_type socket(io);
+    using session = shim::http_session<asio::ip::tcp>;
+    session::socket_type socket(io);
     socket.assign(asio::ip::tcp::v4(), fds[0]);
-    std::make_shared<shim::http_session>(connections, std::move(socket))->start();
+    std::make_shared<session>(connections, std::move(socket), shim::tcp_peer{})->start();
   }
   settle(io);
 

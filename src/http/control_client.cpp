@@ -1,0 +1,130 @@
+#include "http/control_client.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cerrno>
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "util/errno_error.hpp"
+
+namespace shim {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using local = asio::local::stream_protocol;
+
+namespace {
+
+// The answer's head at most: status line and fields, which the shim keeps to a few lines.
+constexpr std::size_t kMaxControlAnswerHead = 16 * 1024;
+
+// Method and target go into the request line as they are: no byte that would end or split it.
+bool fits_request_line(std::string_view text) {
+  return !text.empty() && std::none_of(text.begin(), text.end(), [](char c) {
+    return static_cast<unsigned char>(c) <= ' ' || c == '\x7f';
+  });
+}
+
+bool is_errno(const beast::error_code& ec, int error) {
+  return ec.category() == boost::system::system_category() && ec.value() == error;
+}
+
+std::string failure_text(const std::filesystem::path& socket_path, const beast::error_code& ec,
+                         std::string_view step) {
+  const std::string where = socket_path.string();
+  // No socket file, or one that nothing listens on (a shim that was killed).
+  if (is_errno(ec, ENOENT) || is_errno(ec, ECONNREFUSED)) {
+    return std::string(kNoDaemon) + where + ": " + ec.message();
+  }
+  if (is_errno(ec, EACCES) || is_errno(ec, EPERM)) {
+    return "the control socket " + where + " is root's: " + ec.message();
+  }
+  if (ec == http::error::body_limit || ec == http::error::header_limit ||
+      ec == http::error::buffer_overflow) {
+    return "the answer on " + where + " is too large: " + ec.message();
+  }
+  if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+      ec == asio::error::eof || ec == asio::error::connection_reset) {
+    return "the shim on " + where +
+           " closed the connection without a whole answer: " + ec.message();
+  }
+  return std::string(step) + " on " + where + ": " + ec.message();
+}
+
+}  // namespace
+
+bool is_no_daemon(std::string_view error) { return error.starts_with(kNoDaemon); }
+
+result<control_answer> control_request(const std::filesystem::path& socket_path,
+                                       std::string_view method, std::string_view target,
+                                       control_client_limits limits) {
+  using R = result<control_answer>;
+  if (!fits_request_line(method) || !fits_request_line(target)) {
+    return R::failure("not a request line: '" + std::string(method) + " " + std::string(target) +
+                      "'");
+  }
+  // A loop of its own, run for the timeout: asio's blocking reads would wait without bound.
+  asio::io_context io(1);
+  local::socket socket(io);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.header_limit(static_cast<std::uint32_t>(kMaxControlAnswerHead));
+  parser.body_limit(limits.max_answer_bytes);
+  std::string request = std::string(method) + " " + std::string(target) +
+                        " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: shutdown-shim\r\n"
+                        "Connection: close\r\n\r\n";
+  std::optional<std::string> error;
+  bool done = false;
+  auto fail = [&](const beast::error_code& ec, std::string_view step) {
+    error = failure_text(socket_path, ec, step);
+    done = true;
+  };
+
+  local::endpoint endpoint;
+  try {
+    endpoint = local::endpoint(socket_path.native());
+  } catch (const boost::system::system_error& e) {
+    return R::failure("control socket " + socket_path.string() + ": " + e.code().message());
+  }
+  // Close-on-exec from the start: not inherited by whatever the CLI may run.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return R::failure(errno_text(errno, "socket for " + socket_path.string()));
+  socket.assign(local(), fd);
+  socket.async_connect(endpoint, [&](beast::error_code ec) {
+    if (ec) return fail(ec, "connect");
+    asio::async_write(socket, asio::buffer(request), [&](beast::error_code, std::size_t) {
+      // Read even when the write failed: a peer that answered before it read the request (a
+      // refusal) and closed is still to be heard.
+      // The head first: Beast 1.74's eager parse (http::async_read's) loses the body_limit error
+      // of a Content-Length over the limit (basic_parser.ipp: finish_header()'s error is not
+      // checked in put()) and reads the whole body; read_header stops there and reports it.
+      http::async_read_header(socket, buffer, parser, [&](beast::error_code ec, std::size_t) {
+        if (ec) return fail(ec, "read");
+        http::async_read(socket, buffer, parser, [&](beast::error_code ec, std::size_t) {
+          if (ec) return fail(ec, "read");
+          done = true;
+        });
+      });
+    });
+  });
+  io.run_for(limits.timeout);
+  if (!done) {
+    return R::failure("no answer on " + socket_path.string() + " within " +
+                      std::to_string(limits.timeout.count()) + " ms");
+  }
+  if (error) return R::failure(*error);
+  auto message = parser.release();
+  return R::success({.status = message.result_int(), .body = std::move(message.body())});
+}
+
+}  // namespace shim
