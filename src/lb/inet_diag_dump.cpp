@@ -107,10 +107,11 @@ parsed read(std::span<const std::uint8_t> datagram, std::uint32_t sequence,
       const int status = payload.size() >= sizeof(int) ? get<int>(payload) : (done ? 0 : -EPROTO);
       if (done && status >= 0) return {.state = outcome::done};
       if (done || header.nlmsg_type == NLMSG_ERROR) {
+        // The kernel's errnos are below 4096 (MAX_ERRNO); anything else (0 on an error, INT_MIN,
+        // whose negation overflows) is a reply that makes no sense.
+        const int error = status < 0 && status > -4096 ? -status : EPROTO;
         return {.state = outcome::failed,
-                .error = std::system_error(status < 0 ? -status : EPROTO, std::generic_category(),
-                                           "sock_diag")
-                             .what()};
+                .error = std::system_error(error, std::generic_category(), "sock_diag").what()};
       }
       // The compat dump answers in the request's type; SOCK_DIAG_BY_FAMILY's alike.
       if (header.nlmsg_type == TCPDIAG_GETSOCK || header.nlmsg_type == SOCK_DIAG_BY_FAMILY) {

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "lb/inet_diag_dump.hpp"
@@ -131,6 +132,19 @@ TEST(InetDiagDump, AnErrorIsAFailureWithItsErrno) {
   const int enomem = -ENOMEM;
   message(failed_done, NLMSG_DONE, 3, enomem);
   EXPECT_EQ(read_all(failed_done, 3).result.state, inet_diag_dump::outcome::failed);
+}
+
+TEST(InetDiagDump, AnErrnoOutOfRangeIsAProtocolError) {
+  // Found by fuzz-sock_diag_reply (corpus/sock_diag_reply/error-int-min): -INT_MIN overflowed.
+  bytes d;
+  nlmsgerr e{};
+  e.error = std::numeric_limits<int>::min();
+  message(d, NLMSG_ERROR, 3, e);
+  EXPECT_EQ(read_all(d, 3).result.error, "sock_diag: Protocol error");
+  bytes positive;
+  e.error = 5;
+  message(positive, NLMSG_ERROR, 3, e);
+  EXPECT_EQ(read_all(positive, 3).result.error, "sock_diag: Protocol error");
 }
 
 TEST(InetDiagDump, NoLengthIsTrustedBeyondTheDatagram) {
