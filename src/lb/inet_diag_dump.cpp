@@ -54,17 +54,17 @@ socket_entry entry_of(const inet_diag_msg& m) {
 
 }  // namespace
 
-std::vector<std::uint8_t> request(int family, std::uint16_t port, std::uint32_t sequence) {
+std::vector<std::uint8_t> request(std::uint16_t port, std::uint32_t sequence) {
   const std::size_t attribute = NLA_HDRLEN + kProgram;
-  const nlmsghdr header{.nlmsg_len = static_cast<__u32>(NLMSG_LENGTH(sizeof(inet_diag_req_v2)) +
-                                                        NLA_ALIGN(attribute)),
-                        .nlmsg_type = SOCK_DIAG_BY_FAMILY,
-                        .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
-                        .nlmsg_seq = sequence,
-                        .nlmsg_pid = 0};
-  inet_diag_req_v2 req{};
-  req.sdiag_family = static_cast<__u8>(family);
-  req.sdiag_protocol = IPPROTO_TCP;
+  const nlmsghdr header{
+      .nlmsg_len = static_cast<__u32>(NLMSG_LENGTH(sizeof(inet_diag_req)) + NLA_ALIGN(attribute)),
+      .nlmsg_type = TCPDIAG_GETSOCK,
+      .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP,
+      .nlmsg_seq = sequence,
+      .nlmsg_pid = 0};
+  // The dump ignores the family: inet_diag_dump_compat() asks for AF_UNSPEC.
+  inet_diag_req req{};
+  req.idiag_family = AF_INET;
   req.idiag_states = (1u << TCP_ESTABLISHED) | (1u << TCP_SYN_RECV);
   const nlattr bytecode{.nla_len = static_cast<__u16>(attribute),
                         .nla_type = INET_DIAG_REQ_BYTECODE};
@@ -84,7 +84,7 @@ std::vector<std::uint8_t> request(int family, std::uint16_t port, std::uint32_t 
   put(out, header);
   out.resize(NLMSG_HDRLEN);
   put(out, req);
-  out.resize(NLMSG_LENGTH(sizeof(inet_diag_req_v2)));
+  out.resize(NLMSG_LENGTH(sizeof(inet_diag_req)));
   put(out, bytecode);
   put(out, program);
   out.resize(header.nlmsg_len);
@@ -107,12 +107,14 @@ parsed read(std::span<const std::uint8_t> datagram, std::uint32_t sequence,
       const int status = payload.size() >= sizeof(int) ? get<int>(payload) : (done ? 0 : -EPROTO);
       if (done && status >= 0) return {.state = outcome::done};
       if (done || header.nlmsg_type == NLMSG_ERROR) {
+        // The kernel's errnos are below 4096 (MAX_ERRNO); anything else (0 on an error, INT_MIN,
+        // whose negation overflows) is a reply that makes no sense.
+        const int error = status < 0 && status > -4096 ? -status : EPROTO;
         return {.state = outcome::failed,
-                .error = std::system_error(status < 0 ? -status : EPROTO, std::generic_category(),
-                                           "sock_diag")
-                             .what()};
+                .error = std::system_error(error, std::generic_category(), "sock_diag").what()};
       }
-      if (header.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
+      // The compat dump answers in the request's type; SOCK_DIAG_BY_FAMILY's alike.
+      if (header.nlmsg_type == TCPDIAG_GETSOCK || header.nlmsg_type == SOCK_DIAG_BY_FAMILY) {
         if (payload.size() < sizeof(inet_diag_msg)) {
           return {.state = outcome::failed, .error = "sock_diag: a socket message is cut short"};
         }

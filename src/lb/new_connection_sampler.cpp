@@ -40,7 +40,6 @@ std::size_t not_in(const std::vector<std::uint64_t>& now,
 
 struct new_connection_sampler::dump {
   handler done;
-  int family = AF_INET;
   std::vector<std::uint64_t> keys = {};
   bool truncated = false;
 };
@@ -63,7 +62,7 @@ void new_connection_sampler::sample(handler done) {
 }
 
 void new_connection_sampler::send_request() {
-  const auto request = inet_diag_dump::request(running_->family, port_, ++sequence_);
+  const auto request = inet_diag_dump::request(port_, ++sequence_);
   ssize_t sent;
   do {
     sent = ::send(socket_.native_handle(), request.data(), request.size(), MSG_DONTWAIT);
@@ -120,10 +119,6 @@ void new_connection_sampler::receive() {
       return finish(result<counts>::failure(parsed.error));
     }
     if (parsed.state == inet_diag_dump::outcome::done) {
-      if (d.family == AF_INET) {
-        d.family = AF_INET6;
-        return send_request();
-      }
       std::sort(d.keys.begin(), d.keys.end());
       d.keys.erase(std::unique(d.keys.begin(), d.keys.end()), d.keys.end());
       const counts c{.open = d.keys.size(),

@@ -14,7 +14,7 @@ namespace shim {
 
 // Counts new TCP connections to a local listening port (the target's: kube-apiserver's 6443) from
 // the kernel's socket table: each sample dumps the ESTABLISHED and SYN_RECV sockets of that port
-// (IPv4, then IPv6) over NETLINK_SOCK_DIAG, filtered in the kernel, and counts those not in the
+// (IPv4 and IPv6) over NETLINK_SOCK_DIAG, filtered in the kernel, and counts those not in the
 // sample before. Needs no privilege; sees the sockets of its own network namespace only.
 //
 // It misses a connection opened and closed between two samples, and counts one whose four-tuple

@@ -178,7 +178,7 @@ TEST(HealthCheckerWatch, AllFellFieldsCarryTheDrainLeft) {
   probe_every(w, "2001:db8::1", -10s, 1s, 3s);
   w.begin(t0, 2);
   const auto f = w.observe(t0 + 3s)->fields(1500ms);
-  ASSERT_GE(f.size(), 6u);
+  ASSERT_GE(f.size(), 7u);
   EXPECT_EQ(f[4], (std::pair<std::string, std::string>("lb_fell_ms", "1000")));
   EXPECT_EQ(f[5], (std::pair<std::string, std::string>("lb_drain_left_ms", "500")));
   EXPECT_EQ(f[6].second, "2001:db8::1");

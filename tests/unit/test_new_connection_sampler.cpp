@@ -70,12 +70,17 @@ TEST_F(NewConnectionSampler, CountsNewConnectionsToItsPortOnly) {
   EXPECT_EQ(later.open, 6u) << "5 + 2 - the one closed";
 }
 
-TEST_F(NewConnectionSampler, CountsIpv6AndIpv4Alike) {
+TEST_F(NewConnectionSampler, CountsIpv6AndIpv4InOneSample) {
   auto v6 = listen_on("::1");
-  new_connection_sampler s(io_, v6.local_endpoint().port());
+  const auto port = v6.local_endpoint().port();
+  tcp::acceptor v4(io_, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port));
+  new_connection_sampler s(io_, port);
   sample(s);
   connect(v6, 2);
-  EXPECT_EQ(sample(s).fresh, 2u);
+  connect(v4, 3);
+  const counts c = sample(s);
+  EXPECT_EQ(c.fresh, 5u);
+  EXPECT_EQ(c.open, 5u);
 }
 
 TEST_F(NewConnectionSampler, OneSampleAtATime) {
