@@ -64,7 +64,7 @@ int help_command(std::span<const std::string_view> args);
 // word is a usage error naming the nearest (shim::subcommand says what else reads this table).
 constexpr std::array<shim::subcommand, 2> kCommands{{
     {.name = "report",
-     .synopsis = "[--event-log=PATH | --journal] [--boots=N] [--json] [--journal-dir=DIR]",
+     .synopsis = "[--event-log=PATH|--journal] [--boots=N] [--json] [--journal-dir=DIR]",
      .summary = "what each recent shutdown did, and whether it was clean (exit 0)",
      .run = report_command},
     {.name = "help",
