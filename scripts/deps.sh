@@ -11,7 +11,7 @@ build_packages=(
 
 # The test suites and the demo on top of that: GoogleTest, a private dbus-daemon and the real
 # logind (systemd), man-db (systemd-analyze verify reads Documentation=), bash-completion's helpers
-# (test_bash_completion; on a node bash-completion loads the shim's completion, which needs nothing
+# (test_command_line; on a node bash-completion loads the shim's completion, which needs nothing
 # else), HAProxy for e2e, the plots of scripts/bench.
 test_packages=(
   libgtest-dev libgmock-dev

@@ -8,7 +8,7 @@ namespace shim {
 
 // One row of main()'s table of subcommands (`shutdown-shim report ...`): a new subcommand is one
 // row there, and --help, `help NAME`, the unknown-command message and the bash completion's test
-// (tests/unit/test_bash_completion.cpp) all read the table.
+// (tests/unit/test_command_line.cpp) all read the table.
 struct subcommand {
   std::string_view name;
   std::string_view synopsis;  // its arguments, for --help: "[--json] [--boots=N]"

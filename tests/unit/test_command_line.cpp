@@ -1,8 +1,9 @@
-// The bash completion (unit-files/bash-completion/shutdown-shim) in real bash, with
-// bash-completion's helpers loaded as in an interactive shell (tests/unit/complete_words.bash
-// gives the function the words readline would): what it offers, held to the daemon's flag table
-// and to the commands the built shim's --help lists, with their own --help's flags. A flag or a
-// command added there without its completion fails here.
+// The built shim's command line as a user meets it: its commands and their usage errors, and the
+// bash completion (unit-files/bash-completion/shutdown-shim) in real bash, with bash-completion's
+// helpers loaded as in an interactive shell (tests/unit/complete_words.bash gives the function the
+// words readline would): what it offers, held to the daemon's flag table and to the commands the
+// shim's --help lists, with their own --help's flags. A flag or a command added there without its
+// completion fails here.
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -49,15 +51,38 @@ std::string from_env(const char* name) {
 // bash-completion's main script: a test dependency (scripts/deps.sh), never skipped.
 constexpr std::string_view kBashCompletion = "/usr/share/bash-completion/bash_completion";
 
-// argv[0] run with argv (no PATH lookup): its stdout, and a test failure unless it exits 0.
-std::string output_of(const std::vector<std::string>& argv) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category());
-  unique_fd read_end(fds[0]);
-  unique_fd write_end(fds[1]);
+struct ran {
+  std::string out;
+  std::string err;
+  int exit_code = -1;
+};
+
+std::string read_all(const unique_fd& fd) {
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd.get(), buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::system_error(errno, std::generic_category(), "read");
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+// argv[0] run with argv (no PATH lookup), stdout and stderr to pipes. Both are read in turn: what
+// is run here writes a few KiB at most, within a pipe's buffer.
+ran run(const std::vector<std::string>& argv) {
+  std::array<unique_fd, 2> reads;
+  std::array<unique_fd, 2> writes;
+  for (std::size_t i = 0; i < 2; ++i) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category());
+    reads[i].reset(fds[0]);
+    writes[i].reset(fds[1]);
+  }
   posix_spawn_file_actions_t actions;
   ::posix_spawn_file_actions_init(&actions);
-  ::posix_spawn_file_actions_adddup2(&actions, write_end.get(), STDOUT_FILENO);
+  ::posix_spawn_file_actions_adddup2(&actions, writes[0].get(), STDOUT_FILENO);
+  ::posix_spawn_file_actions_adddup2(&actions, writes[1].get(), STDERR_FILENO);
   std::vector<char*> args;
   for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
@@ -65,19 +90,26 @@ std::string output_of(const std::vector<std::string>& argv) {
   const int spawned = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   ::posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) throw std::system_error(spawned, std::generic_category(), argv[0]);
-  write_end.reset();
-  std::string out;
-  char buffer[4096];
-  for (ssize_t n; (n = ::read(read_end.get(), buffer, sizeof buffer)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::system_error(errno, std::generic_category(), "read");
-    out.append(buffer, static_cast<std::size_t>(n));
-  }
+  for (auto& fd : writes) fd.reset();
+  ran r{.out = read_all(reads[0]), .err = read_all(reads[1])};
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << argv[0] << " " << argv.back();
-  return out;
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+// run(argv)'s stdout, and a test failure unless it exits 0.
+std::string output_of(const std::vector<std::string>& argv) {
+  const ran r = run(argv);
+  EXPECT_EQ(r.exit_code, 0) << argv[0] << " " << argv.back() << ": " << r.err;
+  return r.out;
+}
+
+ran shim(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{from_env("SHUTDOWN_SHIM")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv);
 }
 
 struct offer {
@@ -113,9 +145,9 @@ class BashCompletion : public testing::Test {
   std::vector<std::string> words(const std::string& line) const { return complete(line).words; }
 
   static std::string shim_help(const std::vector<std::string>& args) {
-    std::vector<std::string> argv{from_env("SHUTDOWN_SHIM")};
-    argv.insert(argv.end(), args.begin(), args.end());
-    return output_of(argv);
+    const ran r = shim(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
   }
 
   // The names in the Commands section of the built shim's --help: main()'s table.
@@ -137,6 +169,52 @@ class BashCompletion : public testing::Test {
 
   test::temp_dir dir_;
 };
+
+TEST(CommandLine, AnUnknownCommandIsAUsageErrorNamingTheNearest) {
+  constexpr std::string_view kWrap = " (a command to wrap goes after --)\n";
+  auto r = shim({"reprot"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: unknown command \"reprot\"; did you mean \"report\"?" +
+                       std::string(kWrap));
+  EXPECT_EQ(r.out, "");
+  // Before issue 23: unexpected argument "sleep"; put the command after --.
+  r = shim({"sleep", "10"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: unknown command \"sleep\"; the commands are report, help" +
+                       std::string(kWrap));
+  // Unchanged: a bare word after a flag, and a first argument that is no word.
+  r = shim({"--drain-delay=1s", "sleep"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: unexpected argument \"sleep\"; put the command after --\n");
+  r = shim({"/bin/sleep", "10"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: unexpected argument \"/bin/sleep\"; put the command after --\n");
+  r = shim({"help", "reprot"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::StartsWith("shutdown-shim: unknown command \"reprot\"; did you"));
+  r = shim({"help", "report", "help"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: help: one command at most\n");
+}
+
+TEST(CommandLine, HelpListsTheCommandsAndGivesTheirs) {
+  const ran help = shim({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, testing::HasSubstr("\nCommands:\n  report [--event-log=PATH|--journal]"));
+  const ran bare_help = shim({"help"});
+  EXPECT_EQ(bare_help.exit_code, 0);
+  EXPECT_EQ(bare_help.out, help.out);
+  const ran report = shim({"report", "--help"});
+  EXPECT_EQ(report.exit_code, 0);
+  EXPECT_THAT(report.out, testing::StartsWith("usage: shutdown-shim report "));
+  const ran help_report = shim({"help", "report"});
+  EXPECT_EQ(help_report.exit_code, 0);
+  EXPECT_EQ(help_report.out, report.out);
+  const ran help_help = shim({"help", "--help"});
+  EXPECT_EQ(help_help.exit_code, 0);
+  EXPECT_THAT(help_help.out, testing::StartsWith("usage: shutdown-shim help [COMMAND]\n"));
+  EXPECT_EQ(shim({"help", "help"}).out, help_help.out);  // help COMMAND is COMMAND --help
+}
 
 // What a daemon flag is offered as: "--flag=" for a value, "--flag" without, both when the value
 // may be left out.
