@@ -62,7 +62,7 @@ int help_command(std::span<const std::string_view> args);
 
 // `shutdown-shim NAME ARG...` runs NAME's run(ARG...); a first argument that is any other bare
 // word is a usage error naming the nearest (shim::subcommand says what else reads this table).
-constexpr std::array<shim::subcommand, 2> kCommands{{
+constexpr auto kCommands = std::to_array<shim::subcommand>({
     {.name = "report",
      .synopsis = "[--event-log=PATH|--journal] [--boots=N] [--json] [--journal-dir=DIR]",
      .summary = "what each recent shutdown did, and whether it was clean (exit 0)",
@@ -71,7 +71,7 @@ constexpr std::array<shim::subcommand, 2> kCommands{{
      .synopsis = "[COMMAND]",
      .summary = "show this help, or COMMAND's",
      .run = help_command},
-}};
+});
 
 int daemon_usage() {
   std::fputs(shim::usage_text(kCommands).c_str(), stdout);
@@ -89,8 +89,8 @@ int help_command(std::span<const std::string_view> args) {
         stdout);
     return 0;
   }
+  if (args.size() > 1) return usage_failure(shim::usage_error("help: one command at most"));
   try {
-    if (args.size() > 1) throw shim::usage_error("help: one command at most");
     const std::array<std::string_view, 1> help{"--help"};
     return shim::subcommand_named(args.front(), kCommands).run(help);
   } catch (const shim::usage_error& e) {
