@@ -6,9 +6,11 @@
 # COMP_WORDS as readline splits it: at blanks, and around each run of COMP_WORDBREAKS' other
 # characters ("--inhibit=a" is "--inhibit" "=" "a").
 set -u
+# shellcheck source=/dev/null
 . "$1"
+# shellcheck source=/dev/null
 . "$2"
-cd "$3"
+cd "$3" || exit 1
 line=$4
 
 # Outside of readline the builtin refuses to run: record what the function asks of it instead
@@ -27,7 +29,7 @@ for ((i = 0; i < ${#line}; i++)); do
   c=${line:i:1}
   if [[ $c == [[:blank:]] ]]; then
     [[ -n $word ]] && words+=("$word")
-    word= in_breaks=0
+    word='' in_breaks=0
   elif [[ $breaks == *"$c"* ]]; then
     ((in_breaks)) || { [[ -n $word ]] && words+=("$word"); word=; }
     word+=$c in_breaks=1
