@@ -10,11 +10,12 @@ build_packages=(
 )
 
 # The test suites and the demo on top of that: GoogleTest, a private dbus-daemon and the real
-# logind (systemd), man-db (systemd-analyze verify reads Documentation=), HAProxy for e2e, the
-# plots of scripts/bench.
+# logind (systemd), man-db (systemd-analyze verify reads Documentation=), bash-completion's helpers
+# (test_command_line; on a node bash-completion loads the shim's completion, which needs nothing
+# else), HAProxy for e2e, the plots of scripts/bench.
 test_packages=(
   libgtest-dev libgmock-dev
-  dbus systemd util-linux curl python3 openssl man-db
+  dbus systemd util-linux curl python3 openssl man-db bash-completion
   haproxy gnuplot-nox python3-yaml
   $(command -v kubectl >/dev/null || echo kubernetes-client)  # manifest tests: kubectl kustomize (any kubectl; Google's conflicts with it)
 )

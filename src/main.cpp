@@ -1,6 +1,7 @@
 // shutdown-shim: holds a node's reboot until kube-apiserver has left the load balancer.
 #include <signal.h>
 
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
 #include <span>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "config/subcommand.hpp"
 #include "log/event_log.hpp"
 #include "process/target.hpp"
 #include "report/shutdown_report.hpp"
@@ -24,13 +26,17 @@ constexpr int kExitUsage = 2;
 constexpr int kExitNoShutdown = 3;
 constexpr int kExitUnreadable = 4;
 
+int usage_failure(const shim::usage_error& e) {
+  std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
+  return kExitUsage;
+}
+
 int report_command(std::span<const std::string_view> args) {
   shim::report_options options;
   try {
     options = shim::parse_report_flags(args);
   } catch (const shim::usage_error& e) {
-    std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
-    return kExitUsage;
+    return usage_failure(e);
   }
   if (options.help) {
     std::fputs(shim::report_usage_text().c_str(), stdout);
@@ -52,24 +58,63 @@ int report_command(std::span<const std::string_view> args) {
   return kExitFailure;
 }
 
+int help_command(std::span<const std::string_view> args);
+
+// `shutdown-shim NAME ARG...` runs NAME's run(ARG...); a first argument that is any other bare
+// word is a usage error naming the nearest (shim::subcommand says what else reads this table).
+constexpr auto kCommands = std::to_array<shim::subcommand>({
+    {.name = "report",
+     .synopsis = "[--event-log=PATH|--journal] [--boots=N] [--json] [--journal-dir=DIR]",
+     .summary = "what each recent shutdown did, and whether it was clean (exit 0)",
+     .run = report_command},
+    {.name = "help",
+     .synopsis = "[COMMAND]",
+     .summary = "show this help, or COMMAND's",
+     .run = help_command},
+});
+
+int daemon_usage() {
+  std::fputs(shim::usage_text(kCommands).c_str(), stdout);
+  return 0;
+}
+
+int help_command(std::span<const std::string_view> args) {
+  if (args.empty()) return daemon_usage();
+  if (args.front() == "--help" || args.front() == "-h") {
+    std::fputs(
+        "usage: shutdown-shim help [COMMAND]\n"
+        "\n"
+        "Shows the daemon's flags and the commands (as --help does), or COMMAND's flags (as\n"
+        "shutdown-shim COMMAND --help does).\n",
+        stdout);
+    return 0;
+  }
+  if (args.size() > 1) return usage_failure(shim::usage_error("help: one command at most"));
+  try {
+    const std::array<std::string_view, 1> help{"--help"};
+    return shim::subcommand_named(args.front(), kCommands).run(help);
+  } catch (const shim::usage_error& e) {
+    return usage_failure(e);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
-  if (!args.empty() && args.front() == "report") {
-    return report_command(std::span(args).subspan(1));
-  }
+  const shim::subcommand* command = nullptr;
   shim::config cfg;
   try {
-    cfg = shim::parse_flags(args);
+    if (!args.empty() && shim::is_command_word(args.front())) {
+      command = &shim::subcommand_named(args.front(), kCommands);
+    } else {
+      cfg = shim::parse_flags(args);
+    }
   } catch (const shim::usage_error& e) {
-    std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
-    return kExitUsage;
+    return usage_failure(e);
   }
-  if (cfg.what == shim::config::action::help) {
-    std::fputs(shim::usage_text().c_str(), stdout);
-    return 0;
-  }
+  if (command != nullptr) return command->run(std::span(args).subspan(1));
+  if (cfg.what == shim::config::action::help) return daemon_usage();
   if (cfg.what == shim::config::action::version) {
     // systemd's form: the version, then the build in parentheses (help2man reads this line).
     std::printf("shutdown-shim %.*s (%.*s)\n", static_cast<int>(shim::kVersion.size()),

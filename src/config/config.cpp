@@ -467,15 +467,23 @@ std::string state_directory(const config& cfg) {
   return std::string(kDefaultStateDir);
 }
 
-std::string usage_text() {
+std::string usage_text(std::span<const subcommand> commands) {
   const config d;
   const std::string listen_default = format_listen_addresses(d.listen);
+  std::string names;
+  for (const auto& command : commands) {
+    if (!names.empty()) names += '|';
+    names += command.name;
+  }
   // One line per flag; the unit test keeps every line within 100 columns.
   return fmt::format(
       "Usage: shutdown-shim [FLAGS] [-- COMMAND [ARG...]]\n"
+      "  or:  shutdown-shim {} [ARG...]\n"
       "\n"
       "Holds node shutdown with a systemd-logind delay inhibitor, reports not-ready, then signals\n"
       "the target. Find the target with one --target-* flag, or run it as a child after --.\n"
+      "\n"
+      "{}"
       "\n"
       "Flags:\n"
       "  --listen=HOST:PORT           HTTP listener, repeatable; IPv6 as [::]:6080 (default {})\n"
@@ -524,10 +532,11 @@ std::string usage_text() {
       "\n"
       "DURATION is Go syntax (70s, 1m30s, 250ms, 1.5h, 0), at most {}.\n"
       "Flags take --flag=value or --flag value.\n",
-      listen_default, format_duration(d.drain_delay), format_duration(d.signal_delay),
-      format_duration(d.exit_timeout), signal_name(d.signal).substr(3), d.logind_conf_dir,
-      kDefaultStateDir, format_duration(d.upstream.interval), format_duration(d.upstream.timeout),
-      d.upstream.fall, d.upstream.rise, format_duration(kMaxFlagDuration));
+      names, commands_help(commands), listen_default, format_duration(d.drain_delay),
+      format_duration(d.signal_delay), format_duration(d.exit_timeout),
+      signal_name(d.signal).substr(3), d.logind_conf_dir, kDefaultStateDir,
+      format_duration(d.upstream.interval), format_duration(d.upstream.timeout), d.upstream.fall,
+      d.upstream.rise, format_duration(kMaxFlagDuration));
 }
 
 }  // namespace shim

@@ -13,6 +13,7 @@
 
 #include "config/flag_values.hpp"
 #include "config/listen_address.hpp"
+#include "config/subcommand.hpp"
 #include "config/target_spec.hpp"
 #include "config/usage_error.hpp"
 #include "log/log_format.hpp"
@@ -66,6 +67,7 @@ inline constexpr std::string_view kControlSocketName = "control.sock";
 // Parses argv (without argv[0]). Throws usage_error.
 config parse_flags(std::span<const std::string_view> args);
 
-std::string usage_text();
+// --help: the daemon's flags, and the subcommands of main()'s table.
+std::string usage_text(std::span<const subcommand> commands);
 
 }  // namespace shim
