@@ -11,6 +11,7 @@
 
 #include "config/config.hpp"
 #include "config/subcommand.hpp"
+#include "control/control_commands.hpp"
 #include "log/event_log.hpp"
 #include "process/target.hpp"
 #include "report/shutdown_report.hpp"
@@ -67,6 +68,14 @@ constexpr auto kCommands = std::to_array<shim::subcommand>({
      .synopsis = "[--event-log=PATH|--journal] [--boots=N] [--json] [--journal-dir=DIR]",
      .summary = "what each recent shutdown did, and whether it was clean (exit 0)",
      .run = report_command},
+    {.name = "status",
+     .synopsis = shim::kStatusSynopsis,
+     .summary = "what the running shim is doing and would do at the next shutdown (exit 0 ready)",
+     .run = shim::status_command},
+    {.name = "drill",
+     .synopsis = shim::kDrillSynopsis,
+     .summary = "rehearse a shutdown's drain and measure the load balancer, without a reboot",
+     .run = shim::drill_command},
     {.name = "help",
      .synopsis = "[COMMAND]",
      .summary = "show this help, or COMMAND's",

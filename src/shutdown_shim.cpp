@@ -5,6 +5,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <stdexcept>
 #include <vector>
 
@@ -27,6 +28,16 @@ shutdown_sequence::settings sequence_settings(const config& cfg) {
           .exit_timeout = std::chrono::duration_cast<d>(cfg.exit_timeout),
           .has_target = cfg.target.any(),
           .wrapper = cfg.target.wrapper()};
+}
+
+using http_status = boost::beast::http::status;
+
+std::string_view phase_name(const shutdown_sequence& s) {
+  if (s.drilling()) return "drill";
+  if (s.holding()) return "shutdown";
+  if (s.draining()) return "released";
+  if (s.waiting_for_target()) return "waiting-for-target";
+  return "idle";
 }
 
 }  // namespace
@@ -156,21 +167,13 @@ void shutdown_shim::start_control() {
   }
 }
 
-std::string_view phase_name(const shutdown_sequence& s, bool released) {
-  if (s.drilling()) return "drill";
-  if (s.holding()) return "shutdown";
-  if (s.draining()) return released ? "released" : "shutdown";
-  if (s.waiting_for_target()) return "waiting-for-target";
-  return "idle";
-}
-
 status_snapshot shutdown_shim::snapshot() const {
   const auto& sequence = runner_.sequence();
   const auto now = clock::now();
   status_snapshot snap{
       .status = status_,
       .version = kVersion,
-      .phase = phase_name(sequence, !sequence.holding()),
+      .phase = phase_name(sequence),
       .signal = signal_name(cfg_.signal),
       .sigterm_policy = seq::sigterm_forwarding(cfg_.forward_on_sigterm, cfg_.target.wrapper(),
                                                 logind_ != nullptr)

@@ -82,6 +82,7 @@ class shutdown_shim {
 
   // The control socket (issue 23): status and drills, for root on the node.
   void start_control();
+  http_answers control_answers();
   control_reply answer_status(bool json) const;
   control_reply answer_start_drill(const drill_request& request);
   control_reply answer_drill(bool json) const;

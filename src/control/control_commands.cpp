@@ -93,8 +93,8 @@ std::filesystem::path socket_path(const command_flags& f) {
 
 // A failed exchange: no shim (3), or a socket that could not be asked (4).
 int exchange_failure(std::string_view command, const std::string& error) {
-  std::fprintf(stderr, "shutdown-shim %.*s: %s\n", static_cast<int>(command.size()),
-               command.data(), error.c_str());
+  std::fprintf(stderr, "shutdown-shim %.*s: %s\n", static_cast<int>(command.size()), command.data(),
+               error.c_str());
   return is_no_daemon(error) ? kExitNoDaemon : kExitCannotAsk;
 }
 
@@ -130,8 +130,8 @@ int follow_drill(const std::filesystem::path& socket, bool json) {
         print(summary);
       }
       // Every checker saw the drill (lb_drain_left_ms is there only then), and there were some.
-      const bool seen = member(*object, "checkers") == "yes" &&
-                        !member(*object, "lb_drain_left_ms").empty();
+      const bool seen =
+          member(*object, "checkers") == "yes" && !member(*object, "lb_drain_left_ms").empty();
       return seen ? kExitOk : kExitFailed;
     }
     if (!json && summary != last_summary) print(summary);
@@ -162,7 +162,8 @@ std::string drill_usage_text() {
       "Usage: shutdown-shim drill {}\n"
       "\n"
       "Rehearses a shutdown's drain: /readyz answers 503 for the drill, as at a shutdown, but no\n"
-      "signal is sent, logind is not touched and the lock stays held; at the end the shim is ready\n"
+      "signal is sent, logind is not touched and the lock stays held; at the end the shim is "
+      "ready\n"
       "again. Measures the load balancer: for each address that probed /readyz in the minute\n"
       "before, its interval, its first 503 and when it had seen N in a row, against the\n"
       "drain-delay. A real shutdown during a drill becomes the shutdown at once, with the drain\n"

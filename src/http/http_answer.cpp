@@ -204,18 +204,20 @@ http_response handle_request(const shim_status& status, http_request_counts& cou
   return to_response(request, std::move(a));
 }
 
-bool append_response(const shim_status& status, http_request_counts& counts,
-                     const http_request& request, std::string& out) {
+appended_response append_response(const shim_status& status, http_request_counts& counts,
+                                  const http_request& request, std::string& out) {
   const answer a = route(status, counts, request);
-  counts.add(handler_of_path(path_of(request.target())), static_cast<unsigned>(a.code));
+  const http_handler handler = handler_of_path(path_of(request.target()));
+  counts.add(handler, static_cast<unsigned>(a.code));
   append_answer(out, request, a);
-  return request.keep_alive();
+  return {.keep_alive = request.keep_alive(), .handler = handler, .code = a.code};
 }
 
-void append_closing_answer(http::status code, std::string_view body, std::string& out) {
+void append_closing_answer(http::status code, std::string_view body, std::string& out,
+                           std::string_view content_type) {
   http_request request{http::verb::get, "", 11};
   request.keep_alive(false);
-  append_answer(out, request, {code, std::string(body)});
+  append_answer(out, request, {code, std::string(body), content_type});
 }
 
 void append_refusal(http_request_counts& counts, http::status code, std::string& out) {
@@ -223,12 +225,21 @@ void append_refusal(http_request_counts& counts, http::status code, std::string&
   counts.add(http_handler::other, static_cast<unsigned>(code));
 }
 
-http_answers readiness_answers(const shim_status& status) {
+http_answers readiness_answers(const shim_status& status, readyz_observer observer) {
   return {
-      // The peer is not looked at (yet): every prober gets the same answer.
-      .respond = [&status](
-                     const http_request& request, const http_peer&, http_request_counts& counts,
-                     std::string& out) { return append_response(status, counts, request, out); },
+      // Every prober gets the same answer; the observer learns who probed and what they got.
+      .respond =
+          [&status, observer = std::move(observer)](const http_request& request,
+                                                    const http_peer& peer,
+                                                    http_request_counts& counts, std::string& out) {
+            const auto sent = append_response(status, counts, request, out);
+            if (observer && sent.handler == http_handler::readyz) {
+              if (const auto* tcp = std::get_if<tcp_peer>(&peer)) {
+                observer(tcp->address, sent.code == http::status::ok);
+              }
+            }
+            return sent.keep_alive;
+          },
       .refuse = [](http::status code, http_request_counts& counts,
                    std::string& out) { append_refusal(counts, code, out); },
   };

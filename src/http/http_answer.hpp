@@ -1,6 +1,8 @@
 #pragma once
 
+#include <boost/asio/ip/address.hpp>
 #include <boost/beast/http/status.hpp>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -18,14 +20,19 @@ http_response handle_request(const shim_status& status, http_request_counts& cou
                              const http_request& request);
 
 // What the server writes: the bytes of handle_request()'s response, appended to `out` without
-// building it, and whether the connection stays open after it.
-bool append_response(const shim_status& status, http_request_counts& counts,
-                     const http_request& request, std::string& out);
+// building it, and whether the connection stays open after it; its handler and status code.
+struct appended_response {
+  bool keep_alive = false;
+  http_handler handler = http_handler::other;
+  boost::beast::http::status code = boost::beast::http::status::ok;
+};
+appended_response append_response(const shim_status& status, http_request_counts& counts,
+                                  const http_request& request, std::string& out);
 
 // A plain-text answer `code` with `body`, after which the connection closes (HTTP/1.1, Connection:
 // close), appended to `out`.
-void append_closing_answer(boost::beast::http::status code, std::string_view body,
-                           std::string& out);
+void append_closing_answer(boost::beast::http::status code, std::string_view body, std::string& out,
+                           std::string_view content_type = "text/plain; charset=utf-8");
 
 // The server's answer to a request it refuses before routing (malformed, too large, a body),
 // appended to `out`; the connection closes after it. Counted in `counts`, as handler "other".
@@ -33,6 +40,10 @@ void append_refusal(http_request_counts& counts, boost::beast::http::status code
 
 // The connections' answers from `status`, which must outlive them (a connection answers nothing
 // once the server has stopped).
-http_answers readiness_answers(const shim_status& status);
+// Told of each /readyz answer to a TCP peer (the load balancer's health checkers, issue 23):
+// who asked, and whether the answer was 200.
+using readyz_observer = std::function<void(const boost::asio::ip::address& from, bool ready)>;
+
+http_answers readiness_answers(const shim_status& status, readyz_observer observer = {});
 
 }  // namespace shim

@@ -38,8 +38,9 @@ struct readiness_server::impl {
 };
 
 readiness_server::readiness_server(asio::io_context& io, const shim_status& status,
-                                   http_limits limits) {
-  auto connections = std::make_shared<http_connections>(io, limits, readiness_answers(status));
+                                   http_limits limits, readyz_observer observer) {
+  auto connections = std::make_shared<http_connections>(
+      io, limits, readiness_answers(status, std::move(observer)));
   impl_ = std::make_unique<impl>(
       impl{std::make_shared<http_listeners<tcp>>(io, std::move(connections))});
 }

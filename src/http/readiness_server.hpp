@@ -7,6 +7,7 @@
 
 #include "config/listen_address.hpp"
 #include "core/shim_status.hpp"
+#include "http/http_answer.hpp"
 #include "http/http_limits.hpp"
 #include "http/http_request_counts.hpp"
 
@@ -17,7 +18,8 @@ namespace shim {
 // probe, and never makes the shim hold more than max_request_bytes per connection.
 class readiness_server {
  public:
-  readiness_server(boost::asio::io_context& io, const shim_status& status, http_limits limits = {});
+  readiness_server(boost::asio::io_context& io, const shim_status& status, http_limits limits = {},
+                   readyz_observer observer = {});
   ~readiness_server();
 
   // Binds and listens on each address (port 0 picks a free one). Throws std::system_error naming
