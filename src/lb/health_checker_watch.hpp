@@ -34,9 +34,9 @@ class health_checker_watch {
   // one): ready is a 200, anything else not ready. Cheap: a scan of at most kMaxAddresses.
   void record(const address& from, clock::time_point at, bool ready);
 
-  // /readyz turned unready at t0: the checkers are the addresses that probed in the minute before;
-  // answers recorded since t0 (kept among their recent probes) are counted at once. A second
-  // begin() starts over.
+  // /readyz turned unready at t0 (fall >= 1, --lb-fall): the checkers are the addresses that probed
+  // in the minute before; answers recorded since t0 (kept among their recent probes) are counted at
+  // once. A second begin() starts over.
   void begin(clock::time_point t0, unsigned fall);
   void end() { session_.reset(); }
   bool begun() const { return session_.has_value(); }

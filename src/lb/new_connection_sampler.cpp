@@ -10,6 +10,7 @@
 
 #include "lb/inet_diag_dump.hpp"
 #include "util/errno_error.hpp"
+#include "util/unique_fd.hpp"
 
 namespace shim {
 namespace {
@@ -45,39 +46,43 @@ struct new_connection_sampler::dump {
 };
 
 new_connection_sampler::new_connection_sampler(boost::asio::io_context& io, std::uint16_t port)
-    : port_(port), socket_(io, open_sock_diag()) {}
+    : port_(port), socket_(io) {
+  open();
+}
 
 new_connection_sampler::~new_connection_sampler() = default;
 
-void new_connection_sampler::sample(handler done) {
-  if (running_) {
-    boost::asio::post(socket_.get_executor(), [done = std::move(done)] {
-      done(result<counts>::failure("sock_diag: a sample is already running"));
-    });
-    return;
-  }
-  running_ = std::make_unique<dump>(dump{.done = std::move(done)});
-  if (buffer_.empty()) buffer_.resize(kDatagram);
-  send_request();
+void new_connection_sampler::open() {
+  unique_fd fd(open_sock_diag());
+  socket_.assign(fd.get());  // may throw: fd is still ours to close
+  fd.release();
 }
 
-void new_connection_sampler::send_request() {
+void new_connection_sampler::sample(handler done) {
+  if (running_) return fail_later(std::move(done), "sock_diag: a sample is already running");
+  if (!socket_.is_open()) {
+    try {
+      open();
+    } catch (const std::exception& e) {
+      return fail_later(std::move(done), e.what());
+    }
+  }
   const auto request = inet_diag_dump::request(port_, ++sequence_);
   ssize_t sent;
   do {
     sent = ::send(socket_.native_handle(), request.data(), request.size(), MSG_DONTWAIT);
   } while (sent < 0 && errno == EINTR);
-  if (sent < 0) {
-    // Through the loop: sample() may be the caller.
-    auto done = std::move(running_->done);
-    running_.reset();
-    boost::asio::post(socket_.get_executor(),
-                      [done = std::move(done), error = errno_text(errno, "sock_diag: send")] {
-                        done(result<counts>::failure(error));
-                      });
-    return;
-  }
+  if (sent < 0) return fail_later(std::move(done), errno_text(errno, "sock_diag: send"));
+  running_ = std::make_unique<dump>(dump{.done = std::move(done)});
+  if (buffer_.empty()) buffer_.resize(kDatagram);
   wait();
+}
+
+void new_connection_sampler::fail_later(handler done, std::string error) {
+  // Through the loop: the caller of sample() is not re-entered.
+  boost::asio::post(socket_.get_executor(), [done = std::move(done), error = std::move(error)] {
+    done(result<counts>::failure(error));
+  });
 }
 
 void new_connection_sampler::wait() {
@@ -135,6 +140,9 @@ void new_connection_sampler::receive() {
 void new_connection_sampler::finish(result<counts> outcome) {
   auto done = std::move(running_->done);
   running_.reset();
+  // An abandoned dump would hold the socket (EBUSY) until read to its end: the next sample opens
+  // a new one instead.
+  if (!outcome.ok()) socket_.close();
   // Last: the handler may destroy *this.
   done(std::move(outcome));
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "util/result.hpp"
@@ -31,17 +32,20 @@ class new_connection_sampler {
   using handler = std::function<void(result<counts>)>;
   static constexpr std::size_t kMaxSockets = 1 << 18;
 
-  // Opens the netlink socket. Throws std::system_error when it cannot.
+  // Opens the netlink socket. Throws std::system_error (or Asio's system_error, registering it)
+  // when it cannot.
   new_connection_sampler(boost::asio::io_context& io, std::uint16_t port);
   ~new_connection_sampler();
 
   // One sample; done is called from the loop, never from inside this call. A sample asked for
-  // while one runs fails at once (through done, later): one at a time.
+  // while one runs fails at once (through done, later): one at a time. After a failed sample the
+  // next opens a new netlink socket.
   void sample(handler done);
 
  private:
   struct dump;
-  void send_request();
+  void open();
+  void fail_later(handler done, std::string error);
   void wait();
   void receive();
   void finish(result<counts> outcome);
