@@ -8,7 +8,9 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 
 #include "http/control_server.hpp"
 #include "http/http_answer.hpp"
+#include "run_until.hpp"
 
 namespace shim::control_test {
 
@@ -83,15 +86,7 @@ struct child_result {
 
 class ControlServerTest : public ::testing::Test {
  protected:
-  // Runs the loop until `done`. The deadline only keeps a broken server from hanging the test.
-  bool run_until(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (!done()) {
-      if (io.stopped()) io.restart();
-      if (io.run_one_until(deadline) == 0) return done();
-    }
-    return true;
-  }
+  bool run_until(const std::function<bool()>& done) { return shim::run_until(io, done); }
 
   void start(http_limits limits = {}) {
     server = std::make_unique<control_server>(io, recording_answers(log), limits);
@@ -128,11 +123,26 @@ class ControlServerTest : public ::testing::Test {
     }
   }
 
-  // Lets another uid reach the socket, so that the uid check, not the file mode, is what refuses
-  // it: the mode alone already would (connect() needs write permission on the socket file).
-  void open_to_everyone() {
+  // In a child: a connected socket to `path`, or -1 with errno.
+  static int connect_to(const std::filesystem::path& path) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    path.native().copy(address.sun_path, sizeof address.sun_path - 1);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) return -1;
+    return fd;
+  }
+
+  // Lets another uid reach the socket file, whose own mode still keeps it out.
+  void open_directory() {
     std::filesystem::permissions(
         dir.path, std::filesystem::perms::owner_all | std::filesystem::perms::others_exec);
+  }
+
+  // Lets another uid connect, so that the uid check, not the file mode, is what refuses it: the
+  // mode alone already would (connect() needs write permission on the socket file).
+  void open_to_everyone() {
+    open_directory();
     std::filesystem::permissions(socket_path, std::filesystem::perms::all);
   }
 

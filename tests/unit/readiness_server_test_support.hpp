@@ -22,6 +22,7 @@
 
 #include "http/http_answer.hpp"
 #include "http/readiness_server.hpp"
+#include "run_until.hpp"
 
 namespace shim::readiness_test {
 
@@ -124,16 +125,7 @@ struct reply {
 
 class ReadinessServerTest : public ::testing::Test {
  protected:
-  // Runs the loop until `done`. The deadline only keeps a broken server from hanging the test;
-  // no test asserts how long anything takes.
-  bool run_until(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (!done()) {
-      if (io.stopped()) io.restart();
-      if (io.run_one_until(deadline) == 0) return done();
-    }
-    return true;
-  }
+  bool run_until(const std::function<bool()>& done) { return shim::run_until(io, done); }
 
   void start(http_limits limits = {}) {
     server = std::make_unique<readiness_server>(io, status, limits);

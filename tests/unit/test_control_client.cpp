@@ -3,8 +3,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
@@ -111,8 +109,7 @@ class ControlClientAsNobody : public ControlClientTest {
     if (past_the_mode) {
       open_to_everyone();
     } else {
-      std::filesystem::permissions(
-          dir.path, std::filesystem::perms::owner_all | std::filesystem::perms::others_exec);
+      open_directory();
     }
     const auto path = socket_path;
     const child_result child = run_child([&] {

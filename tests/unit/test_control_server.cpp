@@ -4,9 +4,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
@@ -76,13 +74,8 @@ TEST_F(ControlServerTest, ANonRootPeerGets403AndTheConnectionCloses) {
   const auto path = socket_path;
   const child_result child = run_child([&] {
     become(kNobody);
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    path.native().copy(address.sun_path, sizeof address.sun_path - 1);
-    if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-      ::_exit(2);
-    }
+    const int fd = connect_to(path);
+    if (fd < 0) ::_exit(2);
     const std::string_view request = "GET /status HTTP/1.1\r\nHost: localhost\r\n\r\n";
     if (::write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
       ::_exit(3);
@@ -110,17 +103,11 @@ TEST_F(ControlServerTest, ANonRootPeerGets403AndTheConnectionCloses) {
 // Without the mode opened, the file mode alone keeps the same peer out.
 TEST_F(ControlServerTest, TheSocketsModeAloneKeepsANonRootPeerOut) {
   start();
-  std::filesystem::permissions(
-      dir.path, std::filesystem::perms::owner_all | std::filesystem::perms::others_exec);
+  open_directory();
   const auto path = socket_path;
   const child_result child = run_child([&] {
     become(kNobody);
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    path.native().copy(address.sun_path, sizeof address.sun_path - 1);
-    const int r = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
-    ::_exit(r == 0 ? 1 : errno == EACCES ? 0 : 2);
+    ::_exit(connect_to(path) >= 0 ? 1 : errno == EACCES ? 0 : 2);
   });
   ASSERT_TRUE(WIFEXITED(child.status));
   EXPECT_EQ(WEXITSTATUS(child.status), 0) << "1: connected, 2: another error than EACCES";
