@@ -103,6 +103,12 @@ void print(const std::string& body, std::FILE* to = stdout) {
   if (!body.empty() && body.back() != '\n') std::fputc('\n', to);
 }
 
+// The control socket's JSON is one object and a newline; the reader takes the object alone.
+std::optional<flat_json_object> parse_answer(std::string_view body) {
+  while (!body.empty() && body.back() == '\n') body.remove_suffix(1);
+  return parse_flat_json(body);
+}
+
 std::string member(const flat_json_object& object, std::string_view key) {
   for (const auto& [k, v] : object) {
     if (k == key) return v.text;
@@ -116,7 +122,7 @@ int follow_drill(const std::filesystem::path& socket, bool json) {
   for (;;) {
     auto asked = control_request(socket, "GET", "/drill?json");
     if (!asked) return exchange_failure("drill", asked.error());
-    const auto object = parse_flat_json(asked.value().body);
+    const auto object = parse_answer(asked.value().body);
     if (asked.value().status != 200 || !object) {
       print(asked.value().body, stderr);
       return kExitCannotAsk;
@@ -241,7 +247,7 @@ int drill_command(std::span<const std::string_view> args) {
     if (f.json) {
       print(answer.body);
     } else {
-      const auto object = parse_flat_json(answer.body);
+      const auto object = parse_answer(answer.body);
       print(object ? member(*object, "summary") : answer.body);
     }
     return kExitOk;

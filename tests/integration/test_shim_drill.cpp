@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <thread>
 
 #include "shim_harness.hpp"
@@ -90,8 +91,9 @@ TEST_F(ShimDrill, ARebootDuringADrillIsHeldForTheRemainingDrainOnly) {
   ASSERT_TRUE(r.start) << "logind never started reboot.target";
   const double held_s = static_cast<double>(r.start->usec - r.reboot_us) / 1e6;
   const double since_drill_s = static_cast<double>(r.start->usec - drill_us) / 1e6;
-  note(fmt::format("held {:.2f} s after the reboot, {:.2f} s after the drill began", held_s,
-                   since_drill_s));
+  std::cout << fmt::format(
+      "FIGURES held {:.2f} s after the reboot, {:.2f} s after the drill began\n", held_s,
+      since_drill_s);
   EXPECT_GE(since_drill_s, 6.0) << "the drain, counted from the drill's start, was cut";
   EXPECT_LT(held_s, 5.0) << "held for a drain of its own instead of what was left";
   EXPECT_EQ(api.signals().size(), 1u) << "exactly one signal";
