@@ -175,7 +175,7 @@ std::string drill_usage_text() {
       "drain-delay. A real shutdown during a drill becomes the shutdown at once, with the drain\n"
       "already served counted.\n"
       "\n"
-      "  --duration=D      how long (default: the shim's --drain-delay; at most {})\n"
+      "  --duration=D      how long (default: the shim's drain delay; at most {})\n"
       "  --lb-fall=N       503s in a row that take a checker's node out (default: 3)\n"
       "  --stop            end the drill under way now\n"
       "  --no-wait         start it and return; `shutdown-shim status` follows it\n"

@@ -180,7 +180,14 @@ TEST(CommandLine, AnUnknownCommandIsAUsageErrorNamingTheNearest) {
   // Before issue 23: unexpected argument "sleep"; put the command after --.
   r = shim({"sleep", "10"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "shutdown-shim: unknown command \"sleep\"; the commands are report, help" +
+  EXPECT_EQ(r.err,
+            "shutdown-shim: unknown command \"sleep\"; the commands are report, status, drill, "
+            "help" +
+                std::string(kWrap));
+  // status and drill are commands now (issue 23); a near miss of one is named.
+  r = shim({"stauts"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: unknown command \"stauts\"; did you mean \"status\"?" +
                        std::string(kWrap));
   // Unchanged: a bare word after a flag, and a first argument that is no word.
   r = shim({"--drain-delay=1s", "sleep"});
@@ -238,9 +245,10 @@ std::vector<std::string> enumeration(std::string_view value_name) {
 }
 
 TEST_F(BashCompletion, TheFirstWordIsACommand) {
-  EXPECT_THAT(words("shutdown-shim "), ElementsAre("report", "help"));
+  EXPECT_THAT(words("shutdown-shim "), ElementsAre("report", "status", "drill", "help"));
   EXPECT_THAT(words("shutdown-shim r"), ElementsAre("report"));
-  EXPECT_THAT(words("shutdown-shim help "), ElementsAre("report", "help"));
+  EXPECT_THAT(words("shutdown-shim d"), ElementsAre("drill"));
+  EXPECT_THAT(words("shutdown-shim help "), ElementsAre("report", "status", "drill", "help"));
   // A bare word after a flag is no command.
   EXPECT_THAT(words("shutdown-shim --drain-delay=1s r"), ElementsAre());
 }

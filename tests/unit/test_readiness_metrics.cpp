@@ -93,6 +93,32 @@ TEST(RenderMetrics, DrainingNodeWithShortLogindDelay) {
   }
 }
 
+// Issue 23: a drill is unready, not draining; the drills are counted.
+TEST(RenderMetrics, ADrillIsUnreadyAndCounted) {
+  auto status = ready_status();
+  const auto idle = render_metrics(status, {});
+  EXPECT_TRUE(has_line(idle, "shutdown_shim_drilling 0")) << idle;
+  EXPECT_TRUE(has_line(idle, "shutdown_shim_drills_total 0")) << idle;
+  EXPECT_TRUE(has_line(idle, "# TYPE shutdown_shim_drills_total counter")) << idle;
+  const auto now = std::chrono::steady_clock::now();
+  status.drill = shim_status::drill_state{.since = std::chrono::system_clock::now(),
+                                          .started = now,
+                                          .ends = now + 70s,
+                                          .cause = "shutdown-shim drill, pid 42"};
+  status.drills = 2;
+  const auto text = render_metrics(status, {});
+  for (const auto* line : {
+           "shutdown_shim_ready 0",
+           "shutdown_shim_draining 0",
+           "shutdown_shim_drilling 1",
+           "shutdown_shim_drills_total 2",
+           "shutdown_shim_check{name=\"drill\"} 0",
+           "shutdown_shim_inhibitor_held 1",
+       }) {
+    EXPECT_TRUE(has_line(text, line)) << line << "\n" << text;
+  }
+}
+
 TEST(RenderMetrics, EveryFamilyHasHelpAndType) {
   auto status = ready_status();
   status.logind.delay_max_usec = 200'000'000;
