@@ -103,7 +103,6 @@ void shutdown_shim::start() {
 
   server_.listen(cfg_.listen);
   status_.listener_bound = true;
-  start_control();
   events_.record(event_kind::Started, "start", "shutdown-shim started",
                  {{"version", std::string(kVersion)},
                   {"revision", std::string(kRevision)},
@@ -115,6 +114,7 @@ void shutdown_shim::start() {
                   {"exit_timeout", format_duration(cfg_.exit_timeout)},
                   {"upstream", cfg_.upstream.enabled() ? cfg_.upstream.url.text() : "none"}});
   record_previous_shutdown();
+  start_control();
 
   // Only now: what the record says was signalled never counts as the target.
   target_.start();
@@ -136,10 +136,6 @@ void shutdown_shim::start() {
   start_bus();
 }
 
-// Once, before the loop runs: one streamed pass over the event log, during which nothing is
-// answered and the lock is not asked for yet. A large log takes a noticeable part of a second
-// (a 100 MB one was timed beside ShimReport's cases: docs/benchmarks.md); run on the loop later,
-// it would hold up probes as long.
 // --- the control socket ----------------------------------------------------------------------
 
 http_answers shutdown_shim::control_answers() {
@@ -225,7 +221,7 @@ control_reply shutdown_shim::answer_start_drill(const drill_request& r) {
             .body = "no drill: --drain-delay is 0s; give the drill a --duration\n",
             .json = false};
   }
-  lb_fall_ = r.lb_fall;
+  drill_fall_ = r.lb_fall;
   const std::string cause = r.who.empty() ? "shutdown-shim drill" : "shutdown-shim drill, " + r.who;
   runner_.feed([now = clock::now(), d = std::chrono::duration_cast<clock::duration>(length),
                 cause](seq& s) { return s.drill(now, d, cause); });
@@ -262,6 +258,10 @@ control_reply shutdown_shim::answer_stop_drill(bool json) {
   return answer_drill(json);
 }
 
+// Once, before the loop runs: one streamed pass over the event log, during which nothing is
+// answered and the lock is not asked for yet. A large log takes a noticeable part of a second
+// (a 100 MB one was timed beside ShimReport's cases: docs/benchmarks.md); run on the loop later,
+// it would hold up probes as long.
 void shutdown_shim::record_previous_shutdown() {
   if (cfg_.event_log.empty()) return;
   const std::string boot = current_boot_id();
@@ -406,7 +406,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
       if (upstream_) upstream_->pause();
       // What the load balancer makes of it, for DrainElapsed (a drill that became this shutdown
       // goes on with its own measurement).
-      lb_.begin(a.at, lb_fall_);
+      lb_.begin(a.at, load_balancer_watch::kDefaultFall);
       break;
     case kind::record_start:
       record_start(a);
@@ -472,7 +472,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
           .ends = end,
           .cause = a.cause};
       ++status_.drills;
-      lb_.begin(a.at, lb_fall_);
+      lb_.begin(a.at, drill_fall_);
       // Said at once: with no remote checker the drill cannot take the node out of the LB.
       log_fields fields{{"duration", format_duration(end - a.at)},
                         {"drain_delay", format_duration(cfg_.drain_delay)},
@@ -491,7 +491,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
       last_drill_ = fmt::format("{} after {}, at {}: {}", a.cause, format_duration(served),
                                 format_wall_time(std::chrono::system_clock::now()),
                                 lb_.summary(cfg_.drain_delay));
-      events_.record(event_kind::DrillEnded, a.cause, a.message + ": " + last_drill_, fields);
+      events_.record(event_kind::DrillEnded, a.cause, "drill " + last_drill_, fields);
       break;
     }
     case kind::note:

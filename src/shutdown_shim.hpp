@@ -106,7 +106,7 @@ class shutdown_shim {
   load_balancer_watch lb_;
   readiness_server server_;
   control_server control_;
-  unsigned lb_fall_ = load_balancer_watch::kDefaultFall;
+  unsigned drill_fall_ = load_balancer_watch::kDefaultFall;  // the drill's --lb-fall
   std::string last_drill_;  // how the last drill ended and what the load balancer did
 
   std::unique_ptr<logind_edge> logind_;  // absent with --inhibit=off
