@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 #include <net/if.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,6 +47,40 @@ std::optional<std::string> flag(std::string_view arg, std::string_view name) {
   return std::nullopt;
 }
 
+bool parse_common_flag(std::string_view a, common_settings& s) {
+  if (auto v = flag(a, "--drain")) {
+    s.drain_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--exit-timeout")) {
+    s.exit_timeout_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--inter")) {
+    parse_seconds(*v);
+    s.inter = *v;
+  } else if (auto v = flag(a, "--fall")) {
+    s.fall = static_cast<unsigned>(std::stoul(*v));
+  } else if (auto v = flag(a, "--rise")) {
+    s.rise = static_cast<unsigned>(std::stoul(*v));
+  } else if (auto v = flag(a, "--rate")) {
+    s.rate = std::stod(*v);
+  } else if (auto v = flag(a, "--request-time")) {
+    s.request_time_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--lead")) {
+    s.lead_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--tail")) {
+    s.tail_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--request-timeout")) {
+    s.request_timeout_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--out-dir")) {
+    s.out_dir = *v;
+  } else if (auto v = flag(a, "--haproxy")) {
+    s.haproxy = *v;
+  } else if (a == "--check") {
+    s.check = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
                 std::chrono::milliseconds step) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -82,6 +117,9 @@ std::uint16_t next_service_port() {
   return next++;
 }
 
+namespace {
+
+// Brings up the loopback of the fresh network namespace.
 void loopback_up() {
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
@@ -95,6 +133,17 @@ void loopback_up() {
   const int err = errno;
   close(fd);
   if (r < 0) throw std::system_error(err, std::generic_category(), "bringing up lo");
+}
+
+}  // namespace
+
+bool enter_private_network() {
+  if (unshare(CLONE_NEWNET) != 0) {
+    fmt::print(stderr, "e2e: cannot make a private network namespace: {}\n", std::strerror(errno));
+    return false;
+  }
+  loopback_up();
+  return true;
 }
 
 std::optional<std::string> missing_tool(const std::string& haproxy) {

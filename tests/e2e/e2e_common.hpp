@@ -25,6 +25,30 @@ double parse_seconds(std::string_view text);
 // The value of `--name=value`, if arg is that flag.
 std::optional<std::string> flag(std::string_view arg, std::string_view name);
 
+// The flags both programs take: the shim's and the stand-in apiserver's timings, HAProxy's
+// checks, the load, where the output goes.
+struct common_settings {
+  double drain_s = 3;          // the shim's --drain-delay and the apiserver's shutdown delay
+  double exit_timeout_s = 10;  // the shim's --exit-timeout
+  std::string inter = "1s";
+  unsigned fall = 2;
+  unsigned rise = 2;
+  double rate = 200;  // per stream (the keep-alive stream is bounded by 1 / request time)
+  // The stand-in apiserver's time to answer a request: a real GET takes milliseconds, so requests
+  // are in flight on a node when it dies.
+  double request_time_s = 0.015;
+  double lead_s = 2;              // load before the reboot
+  double tail_s = 2;              // load after the last event
+  double request_timeout_s = 10;  // a request not answered by then is a failure
+  std::filesystem::path out_dir = "e2e-out";
+  bool check = false;
+  std::string haproxy = "/usr/sbin/haproxy";
+};
+// Takes arg into s when it is one of common_settings' flags (--drain, --exit-timeout, --inter,
+// --fall, --rise, --rate, --request-time, --lead, --tail, --request-timeout, --out-dir,
+// --haproxy, --check); throws std::invalid_argument for a bad value.
+bool parse_common_flag(std::string_view arg, common_settings& s);
+
 bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
                 std::chrono::milliseconds step = std::chrono::milliseconds(10));
 void sleep_s(double s);
@@ -38,8 +62,9 @@ bool ready_200(std::uint16_t port);
 // ephemeral range (32768 and up) gives ports nobody else holds, and a restarted apiserver gets its
 // port back (an outgoing connection could have taken a port from the ephemeral range meanwhile).
 std::uint16_t next_service_port();
-// Brings up the loopback of the fresh network namespace.
-void loopback_up();
+// Moves this process into a network namespace of its own, its loopback up, where ports, HAProxy
+// and loopback traffic touch nothing of the machine's; false (and why, on stderr) if it cannot.
+bool enter_private_network();
 
 // Why the e2e test cannot run here (not root, a tool missing), or nothing.
 std::optional<std::string> missing_tool(const std::string& haproxy);

@@ -69,7 +69,6 @@ namespace {
 
 using e2e::apiserver_argv;
 using e2e::flag;
-using e2e::loopback_up;
 using e2e::next_service_port;
 using e2e::parse_seconds;
 using e2e::read_first_line;
@@ -82,20 +81,8 @@ using e2e::wait_until;
 
 // --- settings -----------------------------------------------------------------------------------
 
-struct settings {
-  double drain_s = 3;          // the shim's --drain-delay and the apiserver's shutdown delay
-  double exit_timeout_s = 10;  // the shim's --exit-timeout
-  double stop_timeout_s = 0;   // baseline-apiserver-delay: systemd's stop timeout; 0: 90/70 x drain
-  std::string inter = "1s";
-  unsigned fall = 2;
-  unsigned rise = 2;
-  double rate = 200;  // per stream (the keep-alive stream is bounded by 1 / request time)
-  // The stand-in apiserver's time to answer a request: a real GET takes milliseconds, so requests
-  // are in flight on a node when it dies.
-  double request_time_s = 0.015;
-  double lead_s = 2;              // load before the reboot
-  double tail_s = 2;              // load after the last event
-  double request_timeout_s = 10;  // a request not answered by then is a failure
+struct settings : e2e::common_settings {
+  double stop_timeout_s = 0;  // baseline-apiserver-delay: systemd's stop timeout; 0: 90/70 x drain
   // apiserver-crash: the restart's delay after the SIGKILL; apiserver-hang: the SIGSTOP's length.
   double restart_after_s = 5;
   double hang_s = 10;
@@ -109,10 +96,7 @@ struct settings {
   unsigned upstream_fall = 3;
   std::string lb_mode = "tcp";
   unsigned lb_retries = 1;
-  fs::path out_dir = "e2e-out";
   std::vector<std::string> scenarios;
-  bool check = false;
-  std::string haproxy = "/usr/sbin/haproxy";
 };
 
 const std::vector<std::string> kAllScenarios = {"baseline-no-signal",
@@ -164,29 +148,10 @@ settings parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a(argv[i]);
     try {
-      if (auto v = flag(a, "--drain")) {
-        s.drain_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--exit-timeout")) {
-        s.exit_timeout_s = parse_seconds(*v);
+      if (e2e::parse_common_flag(a, s)) {
+        continue;
       } else if (auto v = flag(a, "--stop-timeout")) {
         s.stop_timeout_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--inter")) {
-        parse_seconds(*v);
-        s.inter = *v;
-      } else if (auto v = flag(a, "--fall")) {
-        s.fall = static_cast<unsigned>(std::stoul(*v));
-      } else if (auto v = flag(a, "--rise")) {
-        s.rise = static_cast<unsigned>(std::stoul(*v));
-      } else if (auto v = flag(a, "--rate")) {
-        s.rate = std::stod(*v);
-      } else if (auto v = flag(a, "--request-time")) {
-        s.request_time_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--lead")) {
-        s.lead_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--tail")) {
-        s.tail_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--request-timeout")) {
-        s.request_timeout_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--restart-after")) {
         s.restart_after_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--hang")) {
@@ -198,16 +163,10 @@ settings parse(int argc, char** argv) {
         s.lb_mode = *v;
       } else if (auto v = flag(a, "--lb-retries")) {
         s.lb_retries = static_cast<unsigned>(std::stoul(*v));
-      } else if (auto v = flag(a, "--out-dir")) {
-        s.out_dir = *v;
       } else if (auto v = flag(a, "--scenario")) {
         if (std::find(kAllScenarios.begin(), kAllScenarios.end(), *v) == kAllScenarios.end())
           usage("unknown scenario " + *v);
         s.scenarios.push_back(*v);
-      } else if (auto v = flag(a, "--haproxy")) {
-        s.haproxy = *v;
-      } else if (a == "--check") {
-        s.check = true;
       } else {
         usage(fmt::format("unknown argument '{}'", a));
       }
@@ -957,11 +916,7 @@ int main(int argc, char** argv) {
   const settings s = parse(argc, argv);
 
   if (const auto why = e2e::missing_tool(s.haproxy)) return e2e::cannot_run(*why);
-  if (unshare(CLONE_NEWNET) != 0) {
-    fmt::print(stderr, "e2e: cannot make a private network namespace: {}\n", std::strerror(errno));
-    return 1;
-  }
-  loopback_up();
+  if (!e2e::enter_private_network()) return 1;
   fs::create_directories(s.out_dir);
   const fs::path self = fs::read_symlink("/proc/self/exe");
 

@@ -77,28 +77,16 @@ using e2e::wait_until;
 constexpr unsigned kNodes = 3;
 constexpr int kControlFd = 3;  // where a node process reads its commands ("reboot")
 
-struct settings {
-  double drain_s = 3;          // the shim's --drain-delay and the apiserver's shutdown delay
-  double exit_timeout_s = 10;  // the shim's --exit-timeout
-  double boot_s = 0;           // how long a node is gone; 0: inter x (fall + 2)
-  std::string inter = "1s";
-  unsigned fall = 2;
-  unsigned rise = 1;
-  double rate = 200;              // the sampler's, per stream
-  double request_time_s = 0.015;  // the stand-in apiserver's time per answer
-  double agent_period_s = 0.2;    // a node agent's PATCH every ...
-  double degraded_after_s = 10;   // the retrying agent: Degraded when errors last this long
-  double lead_s = 2;
-  double tail_s = 2;
-  double request_timeout_s = 10;
+// common_settings' defaults, but rise 1 as OpenShift's HAProxy has it.
+struct settings : e2e::common_settings {
+  double boot_s = 0;             // how long a node is gone; 0: 2 x fall x inter
+  double agent_period_s = 0.2;   // a node agent's PATCH every ...
+  double degraded_after_s = 10;  // the retrying agent: Degraded when errors last this long
   // --production: 70 s drain, 65 s exit timeout, inter 5s fall 3 rise 1, TLS to the apiserver and
   // HAProxy's check over TLS (check-ssl verify none), as OpenShift's on-prem load balancer.
   bool production = false;
   bool ordered = true;  // --unordered: the next reboot without waiting for the previous node
   std::vector<std::string> variants;
-  fs::path out_dir = "e2e-out";
-  bool check = false;
-  std::string haproxy = "/usr/sbin/haproxy";
 };
 
 const std::vector<std::string> kVariants = {"baseline", "shim"};
@@ -117,6 +105,7 @@ const std::vector<std::string> kVariants = {"baseline", "shim"};
 
 settings parse(int argc, char** argv) {
   settings s;
+  s.rise = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) != "--production") continue;
     s.production = true;
@@ -129,47 +118,20 @@ settings parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a(argv[i]);
     try {
-      if (a == "--production") {
+      if (a == "--production" || e2e::parse_common_flag(a, s)) {
         continue;
-      } else if (auto v = flag(a, "--drain")) {
-        s.drain_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--exit-timeout")) {
-        s.exit_timeout_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--boot")) {
         s.boot_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--inter")) {
-        parse_seconds(*v);
-        s.inter = *v;
-      } else if (auto v = flag(a, "--fall")) {
-        s.fall = static_cast<unsigned>(std::stoul(*v));
-      } else if (auto v = flag(a, "--rise")) {
-        s.rise = static_cast<unsigned>(std::stoul(*v));
-      } else if (auto v = flag(a, "--rate")) {
-        s.rate = std::stod(*v);
-      } else if (auto v = flag(a, "--request-time")) {
-        s.request_time_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--agent-period")) {
         s.agent_period_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--degraded-after")) {
         s.degraded_after_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--lead")) {
-        s.lead_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--tail")) {
-        s.tail_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--request-timeout")) {
-        s.request_timeout_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--variant")) {
         if (std::find(kVariants.begin(), kVariants.end(), *v) == kVariants.end())
           usage("unknown variant " + *v);
         s.variants.push_back(*v);
       } else if (a == "--unordered") {
         s.ordered = false;
-      } else if (auto v = flag(a, "--out-dir")) {
-        s.out_dir = *v;
-      } else if (auto v = flag(a, "--haproxy")) {
-        s.haproxy = *v;
-      } else if (a == "--check") {
-        s.check = true;
       } else {
         usage(fmt::format("unknown argument '{}'", a));
       }
@@ -178,9 +140,10 @@ settings parse(int argc, char** argv) {
     }
   }
   if (s.variants.empty()) s.variants = kVariants;
-  // Longer than HAProxy takes to mark a silent node down (fall checks, each waiting up to inter),
-  // so that every reboot takes the node out of the load balancer, as a real boot's minutes do.
-  if (s.boot_s == 0) s.boot_s = parse_seconds(s.inter) * (s.fall + 2);
+  // As long as HAProxy takes at most to mark a silent node down (fall checks, each waiting inter
+  // for its answer, inter after the one before), so that the node leaves the load balancer while it
+  // is gone, as in a real boot's minutes (measured: 3.2-3.3 s of 4 s by default).
+  if (s.boot_s == 0) s.boot_s = parse_seconds(s.inter) * s.fall * 2;
   if (s.rate <= 0 || s.fall == 0 || s.rise == 0 || s.agent_period_s <= 0)
     usage("rate, fall, rise and the agent period must be positive");
   return s;
@@ -352,11 +315,13 @@ enum class agent_policy { naive, retry };
 
 std::string to_string(agent_policy p) { return p == agent_policy::naive ? "naive" : "retry"; }
 
-// The retrying agent's wait after its n-th error in a row: the period doubled each time, at most
-// 16 periods (3.2 s), as client-go's and the machine-config daemon's backoffs grow.
+// The retrying agent's wait after its n-th error in a row: one period after the first, doubled
+// after each further one, at most 16 periods (3.2 s), as client-go's and the machine-config
+// daemon's backoffs grow; one period after a success.
 std::chrono::microseconds retry_pause(unsigned errors_in_a_row, double period_s) {
-  const double factor = std::min(16.0, std::pow(2.0, errors_in_a_row));
-  return std::chrono::microseconds(std::llround(period_s * (errors_in_a_row ? factor : 1) * 1e6));
+  const double factor =
+      errors_in_a_row ? std::min(16.0, std::pow(2.0, errors_in_a_row - 1.0)) : 1.0;
+  return std::chrono::microseconds(std::llround(period_s * factor * 1e6));
 }
 
 struct agent_verdict {
@@ -827,6 +792,14 @@ std::string gnuplot_script(const std::vector<upgrade_result>& results) {
       "set xlabel 'seconds since the first reboot request'\n"
       "set key outside right top\nset grid xtics\n",
       260 * results.size() + 60, results.size());
+  // One time axis for every panel, to the last node's return.
+  double xmax = 0;
+  for (const auto& r : results) {
+    for (const auto& n : r.nodes) {
+      if (const auto back = n.back()) xmax = std::max(xmax, rel_s(*back, r.t0_us));
+    }
+  }
+  g += fmt::format("set xrange [-1:{:.0f}]\n", std::ceil(xmax + 1));
   for (const auto& r : results) {
     g += fmt::format(
         "set title \"{0}: {1} requests, {2} failed; agent errors {3} naive, {4} retry; Degraded "
@@ -879,11 +852,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "--serve-node") return serve_node(argc, argv);
   const settings s = parse(argc, argv);
   if (const auto why = e2e::missing_tool(s.haproxy)) return e2e::cannot_run(*why);
-  if (unshare(CLONE_NEWNET) != 0) {
-    fmt::print(stderr, "e2e: cannot make a private network namespace: {}\n", std::strerror(errno));
-    return 1;
-  }
-  e2e::loopback_up();
+  if (!e2e::enter_private_network()) return 1;
   fs::create_directories(s.out_dir);
   const fs::path self = fs::read_symlink("/proc/self/exe");
   // The nodes get the run's own timing flags.

@@ -42,10 +42,12 @@ std::string error_kind(const beast::error_code& ec, bool connecting) {
 }
 
 // The ways a reused connection breaks when the server closed it while idle: Go's transport sends
-// an idempotent request again when nothing of an answer had arrived.
+// an idempotent request again when nothing of an answer had arrived. Over TLS, a TCP close without
+// close_notify at a record boundary is io.EOF to Go's crypto/tls (and stream_truncated here).
 bool closed_under_us(const beast::error_code& ec) {
   return ec == asio::error::eof || ec == http::error::end_of_stream ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == ssl::error::stream_truncated;
 }
 
 // The peer has closed (FIN or RST) a connection we hold idle: what Go's read loop notices before
