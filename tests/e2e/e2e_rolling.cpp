@@ -642,8 +642,8 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
     if (s.ordered && !all_up()) return fail("not every node was UP before " + n.name + "'s reboot");
     const auto sent = sandbox::monotonic_us();
     if (!n.command("reboot")) return fail("cannot tell " + n.name + " to reboot");
-    if (!wait_until([&] { return event_at(n.events, "REBOOT_TARGET", sent).has_value(); },
-                    reboot_bound))
+    // GONE comes right after REBOOT_TARGET: the node's processes are frozen.
+    if (!wait_until([&] { return event_at(n.events, "GONE", sent).has_value(); }, reboot_bound))
       return fail(n.name + " did not reach reboot.target");
     if (i == 0) res.t0_us = *event_at(n.events, "REBOOT_REQUESTED", sent);
     if (!s.ordered) continue;
