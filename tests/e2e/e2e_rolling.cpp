@@ -311,6 +311,10 @@ int serve_node(int argc, char** argv) {
 
 // --- the node agents ----------------------------------------------------------------------------
 
+double rel_s(std::uint64_t t, std::uint64_t t0) {
+  return (static_cast<double>(t) - static_cast<double>(t0)) / 1e6;
+}
+
 enum class agent_policy { naive, retry };
 
 std::string to_string(agent_policy p) { return p == agent_policy::naive ? "naive" : "retry"; }
@@ -325,10 +329,9 @@ std::chrono::microseconds retry_pause(unsigned errors_in_a_row, double period_s)
 }
 
 struct agent_verdict {
-  std::size_t requests = 0;
   std::size_t errors = 0;
-  std::size_t degraded = 0;                   // transitions to Degraded
-  std::vector<std::uint64_t> degraded_at_us;  // when each began
+  std::size_t degraded = 0;        // transitions to Degraded
+  double longest_error_run_s = 0;  // from the first error of a run to the last one's end
 };
 
 // What the agent reports, from its requests in order: naive: every error makes it Degraded (and
@@ -339,7 +342,6 @@ agent_verdict judge(std::vector<e2e::request_record> records, agent_policy polic
   std::sort(records.begin(), records.end(),
             [](const auto& a, const auto& b) { return a.send_us < b.send_us; });
   agent_verdict v;
-  v.requests = records.size();
   bool degraded = false;
   std::optional<std::uint64_t> run_start;
   for (const auto& r : records) {
@@ -351,11 +353,11 @@ agent_verdict judge(std::vector<e2e::request_record> records, agent_policy polic
     ++v.errors;
     if (!run_start) run_start = r.send_us;
     const std::uint64_t end = r.send_us + r.latency_us;
+    v.longest_error_run_s = std::max(v.longest_error_run_s, rel_s(end, *run_start));
     const bool persists = static_cast<double>(end - *run_start) >= degraded_after_s * 1e6;
     if (!degraded && (policy == agent_policy::naive || persists)) {
       degraded = true;
       ++v.degraded;
-      v.degraded_at_us.push_back(end);
     }
   }
   return v;
@@ -441,6 +443,13 @@ struct upgrade_result {
   }
   std::size_t agent_errors(agent_policy p) const { return sum(p, &agent_verdict::errors); }
   std::size_t degraded(agent_policy p) const { return sum(p, &agent_verdict::degraded); }
+  double longest_error_run_s(agent_policy p) const {
+    double longest = 0;
+    if (const auto it = agents.find(p); it != agents.end()) {
+      for (const auto& v : it->second) longest = std::max(longest, v.longest_error_run_s);
+    }
+    return longest;
+  }
   std::size_t sum(agent_policy p, std::size_t agent_verdict::*field) const {
     const auto it = agents.find(p);
     std::size_t n = 0;
@@ -681,6 +690,8 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
   res.sampler = sampler.records();
   for (auto& a : agents) {
     auto records = a.client->records();
+    e2e::write_records_csv(out / fmt::format("agent-{}-{}.csv", a.node, to_string(a.policy)),
+                           records, res.t0_us);
     res.agents[a.policy].push_back(judge(records, a.policy, s.degraded_after_s));
     res.agent_records.push_back(std::move(records));
   }
@@ -705,10 +716,6 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
 
 // --- reports ------------------------------------------------------------------------------------
 
-double rel_s(std::uint64_t t, std::uint64_t t0) {
-  return (static_cast<double>(t) - static_cast<double>(t0)) / 1e6;
-}
-
 std::string settings_line(const settings& s) {
   return fmt::format(
       "Three nodes rebooted in turn behind HAProxy (mode tcp, `option httpchk GET /readyz "
@@ -725,12 +732,12 @@ std::string settings_line(const settings& s) {
 std::string table(const settings& s, const std::vector<upgrade_result>& results) {
   std::string t = settings_line(s) + "\n\n";
   t += "| variant | requests | failed | failed by kind | agent errors (naive / retry) | "
-       "Degraded transitions (naive / retry) | total upgrade time (s) | time out of the LB per "
-       "node (s) |\n";
-  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | --- |\n";
+       "longest agent error run (s, naive / retry) | Degraded transitions (naive / retry) | total "
+       "upgrade time (s) | time out of the LB per node (s) |\n";
+  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |\n";
   for (const auto& r : results) {
     if (!r.problems.empty()) {
-      t += fmt::format("| {} | - | - | RUN FAILED: {} | - | - | - | - |\n", r.variant,
+      t += fmt::format("| {} | - | - | RUN FAILED: {} | - | - | - | - | - |\n", r.variant,
                        r.problems.front());
       continue;
     }
@@ -738,10 +745,12 @@ std::string table(const settings& s, const std::vector<upgrade_result>& results)
     for (const auto& n : r.nodes)
       out += fmt::format("{}{} {:.1f}", out.empty() ? "" : ", ", n.name, n.out_of_lb_s());
     const auto upgrade = r.upgrade_s();
-    t += fmt::format("| {} | {} | {} | {} | {} / {} | {} / {} | {} | {} |\n", r.variant,
-                     r.sampler.size(), r.failed(), e2e::failed_by_kind_text(r.sampler),
+    t += fmt::format("| {} | {} | {} | {} | {} / {} | {:.1f} / {:.1f} | {} / {} | {} | {} |\n",
+                     r.variant, r.sampler.size(), r.failed(), e2e::failed_by_kind_text(r.sampler),
                      r.agent_errors(agent_policy::naive), r.agent_errors(agent_policy::retry),
-                     r.degraded(agent_policy::naive), r.degraded(agent_policy::retry),
+                     r.longest_error_run_s(agent_policy::naive),
+                     r.longest_error_run_s(agent_policy::retry), r.degraded(agent_policy::naive),
+                     r.degraded(agent_policy::retry),
                      upgrade ? fmt::format("{:.1f}", *upgrade) : "-", out);
   }
   return t;
