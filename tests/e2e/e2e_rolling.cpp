@@ -819,12 +819,16 @@ std::string gnuplot_script(const std::vector<upgrade_result>& results) {
         "     '' using 3:(strcol(2) eq 'unready' ? $1 : 1/0):($4-$3):(0) with vectors nohead lw 7 "
         "lc rgb '#ff8c00' title 'unready', \\\n"
         "     '' using 3:(strcol(2) eq 'out_of_lb' ? $1-0.25 : 1/0):($4-$3):(0) with vectors "
-        "nohead lw 7 lc rgb '#1e64c8' title 'out of the LB', \\\n"
-        "     '{0}/failures.tsv' using 2:1 with points pt 2 ps 0.8 lc rgb '#d62728' "
-        "title 'failed'\n",
+        "nohead lw 7 lc rgb '#1e64c8' title 'out of the LB'{7}\n",
         r.variant, r.sampler.size(), r.failed(), r.agent_errors(agent_policy::naive),
         r.agent_errors(agent_policy::retry), r.degraded(agent_policy::naive),
-        r.degraded(agent_policy::retry));
+        r.degraded(agent_policy::retry),
+        // gnuplot warns of a data file without points: no failures, no plot of them.
+        r.failed() + r.agent_errors(agent_policy::naive) + r.agent_errors(agent_policy::retry)
+            ? fmt::format(", \\\n     '{}/failures.tsv' using 2:1 with points pt 2 ps 0.8 "
+                          "lc rgb '#d62728' title 'failed'",
+                          r.variant)
+            : std::string());
   }
   g += "unset multiplot\n";
   return g;
