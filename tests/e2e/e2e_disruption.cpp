@@ -55,6 +55,7 @@
 #include <thread>
 #include <vector>
 
+#include "e2e_common.hpp"
 #include "haproxy.hpp"
 #include "http_probe.hpp"
 #include "load_client.hpp"
@@ -66,24 +67,24 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using e2e::apiserver_argv;
+using e2e::flag;
+using e2e::next_service_port;
+using e2e::parse_seconds;
+using e2e::read_first_line;
+using e2e::read_pid;
+using e2e::ready_200;
+using e2e::seconds;
+using e2e::shim_argv;
+using e2e::sleep_s;
+using e2e::wait_until;
+
 // --- settings -----------------------------------------------------------------------------------
 
-struct settings {
-  double drain_s = 3;          // the shim's --drain-delay and the apiserver's shutdown delay
-  double exit_timeout_s = 10;  // the shim's --exit-timeout
-  double stop_timeout_s = 0;   // baseline-apiserver-delay: systemd's stop timeout; 0: 90/70 x drain
-  std::string inter = "1s";
-  unsigned fall = 2;
-  unsigned rise = 2;
-  double rate = 200;  // per stream (the keep-alive stream is bounded by 1 / request time)
-  // The stand-in apiserver's time to answer a request: a real GET takes milliseconds, so requests
-  // are in flight on a node when it dies.
-  double request_time_s = 0.015;
-  double lead_s = 2;  // load before the reboot
-  double tail_s = 2;  // load after the last event
+struct settings : e2e::common_settings {
+  double stop_timeout_s = 0;  // baseline-apiserver-delay: systemd's stop timeout; 0: 90/70 x drain
   // shim-drill: the drill's length; long enough for HAProxy's fall x inter, and more.
   double drill_s = 6;
-  double request_timeout_s = 10;  // a request not answered by then is a failure
   // apiserver-crash: the restart's delay after the SIGKILL; apiserver-hang: the SIGSTOP's length.
   double restart_after_s = 5;
   double hang_s = 10;
@@ -97,10 +98,7 @@ struct settings {
   unsigned upstream_fall = 3;
   std::string lb_mode = "tcp";
   unsigned lb_retries = 1;
-  fs::path out_dir = "e2e-out";
   std::vector<std::string> scenarios;
-  bool check = false;
-  std::string haproxy = "/usr/sbin/haproxy";
 };
 
 const std::vector<std::string> kAllScenarios = {"baseline-no-signal",
@@ -133,33 +131,6 @@ bool is_drill_scenario(const std::string& s) { return s == "shim-drill"; }
 // test could not tell the shim's effect from luck.
 bool must_fail(const std::string& s) { return s == "baseline-no-signal" || s == "shim-gns-naive"; }
 
-std::string seconds(double s) { return fmt::format("{}ms", std::llround(s * 1000)); }
-
-double parse_seconds(std::string_view text) {
-  // "3", "3s", "1.5s", "500ms", "1m10s"
-  double total = 0;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    std::size_t start = i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
-      ++i;
-    if (start == i) throw std::invalid_argument(fmt::format("bad duration '{}'", text));
-    const double n = std::stod(std::string(text.substr(start, i - start)));
-    std::size_t u = i;
-    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
-    const auto unit = text.substr(u, i - u);
-    total += n * (unit == "ms" ? 1e-3 : unit == "m" ? 60 : unit == "h" ? 3600 : 1);
-  }
-  return total;
-}
-
-std::optional<std::string> flag(std::string_view arg, std::string_view name) {
-  if (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=') {
-    return std::string(arg.substr(name.size() + 1));
-  }
-  return std::nullopt;
-}
-
 [[noreturn]] void usage(const std::string& error) {
   fmt::print(
       stderr,
@@ -182,29 +153,10 @@ settings parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a(argv[i]);
     try {
-      if (auto v = flag(a, "--drain")) {
-        s.drain_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--exit-timeout")) {
-        s.exit_timeout_s = parse_seconds(*v);
+      if (e2e::parse_common_flag(a, s)) {
+        continue;
       } else if (auto v = flag(a, "--stop-timeout")) {
         s.stop_timeout_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--inter")) {
-        parse_seconds(*v);
-        s.inter = *v;
-      } else if (auto v = flag(a, "--fall")) {
-        s.fall = static_cast<unsigned>(std::stoul(*v));
-      } else if (auto v = flag(a, "--rise")) {
-        s.rise = static_cast<unsigned>(std::stoul(*v));
-      } else if (auto v = flag(a, "--rate")) {
-        s.rate = std::stod(*v);
-      } else if (auto v = flag(a, "--request-time")) {
-        s.request_time_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--lead")) {
-        s.lead_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--tail")) {
-        s.tail_s = parse_seconds(*v);
-      } else if (auto v = flag(a, "--request-timeout")) {
-        s.request_timeout_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--restart-after")) {
         s.restart_after_s = parse_seconds(*v);
       } else if (auto v = flag(a, "--hang")) {
@@ -216,16 +168,10 @@ settings parse(int argc, char** argv) {
         s.lb_mode = *v;
       } else if (auto v = flag(a, "--lb-retries")) {
         s.lb_retries = static_cast<unsigned>(std::stoul(*v));
-      } else if (auto v = flag(a, "--out-dir")) {
-        s.out_dir = *v;
       } else if (auto v = flag(a, "--scenario")) {
         if (std::find(kAllScenarios.begin(), kAllScenarios.end(), *v) == kAllScenarios.end())
           usage("unknown scenario " + *v);
         s.scenarios.push_back(*v);
-      } else if (auto v = flag(a, "--haproxy")) {
-        s.haproxy = *v;
-      } else if (a == "--check") {
-        s.check = true;
       } else {
         usage(fmt::format("unknown argument '{}'", a));
       }
@@ -239,50 +185,6 @@ settings parse(int argc, char** argv) {
   if (s.request_timeout_s <= 0 || s.hang_request_timeout_s <= 0)
     usage("request timeouts must be positive");
   return s;
-}
-
-// --- small helpers ------------------------------------------------------------------------------
-
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
-                std::chrono::milliseconds step = 10ms) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(step);
-  }
-  return true;
-}
-
-void sleep_s(double s) {
-  std::this_thread::sleep_for(std::chrono::microseconds(std::llround(s * 1e6)));
-}
-
-std::optional<pid_t> read_pid(const fs::path& pidfile) {
-  const std::string text = sandbox::read_text_file(pidfile);
-  if (text.empty()) return std::nullopt;
-  return static_cast<pid_t>(std::stol(text));
-}
-
-fs::path read_first_line(const fs::path& path) {
-  std::string text = sandbox::read_text_file(path);
-  return text.substr(0, text.find('\n'));
-}
-
-bool ready_200(std::uint16_t port) {
-  sandbox::http_client c(port);
-  auto r = c.get("/readyz", 500ms);
-  return r.ok && r.status == 200;
-}
-
-std::vector<std::string> shim_argv(const std::string& shim, std::uint16_t port, const settings& s,
-                                   const fs::path& event_log) {
-  return {shim,
-          fmt::format("--listen=127.0.0.1:{}", port),
-          "--drain-delay=" + seconds(s.drain_s),
-          "--exit-timeout=" + seconds(s.exit_timeout_s),
-          "--inhibit=required",
-          "--event-log=" + event_log.string(),
-          "--log-format=json"};
 }
 
 // The upstream check of the shim-apiserver-* scenarios, on node A's plain-HTTP stand-in.
@@ -301,19 +203,6 @@ double detection_window_s(const settings& s, const std::string& name) {
   const double shim =
       is_hang_scenario(name) ? s.upstream_fall * (s.upstream_interval_s + s.upstream_timeout_s) : 0;
   return shim + parse_seconds(s.inter) * s.fall + 0.5;
-}
-
-std::vector<std::string> apiserver_argv(const std::string& binary, const std::string& name,
-                                        std::uint16_t port, const fs::path& dir,
-                                        const settings& s) {
-  return {binary,
-          fmt::format("--listen=127.0.0.1:{}", port),
-          "--pidfile=" + (dir / (name + ".pid")).string(),
-          "--signal-log=" + (dir / (name + "-signals.log")).string(),
-          "--lifecycle-log=" + (dir / (name + "-lifecycle.log")).string(),
-          "--shutdown-delay=" + seconds(s.drain_s),
-          "--request-time=" + seconds(s.request_time_s),
-          "--name=" + name};
 }
 
 // --- the stand-in kubelet (shim-gns scenarios) -------------------------------------------------
@@ -453,30 +342,6 @@ bool wait_kubelet_watching(sandbox::node_sandbox& node, sandbox::child_process& 
          kubelet.running();
 }
 
-// Ports for the servers of a run: the network namespace is ours alone, so a counter below the
-// ephemeral range (32768 and up) gives ports nobody else holds, and a restarted apiserver gets its
-// port back (an outgoing connection could have taken a port from the ephemeral range meanwhile).
-std::uint16_t next_service_port() {
-  static std::uint16_t next = 20000;
-  return next++;
-}
-
-// Brings up the loopback of the fresh network namespace.
-void loopback_up() {
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-  int r = ioctl(fd, SIOCGIFFLAGS, &ifr);
-  if (r == 0) {
-    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
-    r = ioctl(fd, SIOCSIFFLAGS, &ifr);
-  }
-  const int err = errno;
-  close(fd);
-  if (r < 0) throw std::system_error(err, std::generic_category(), "bringing up lo");
-}
-
 // --- node B: a node that stays up
 // -----------------------------------------------------------------
 
@@ -509,11 +374,12 @@ int serve_node(int argc, char** argv) {
   so.inhibit_delay_max = fmt::format("{}", std::llround(s.drain_s + s.exit_timeout_s + 30));
   sandbox::node_sandbox node(so);
   std::ofstream(dir / (name + ".dir")) << node.dir().string() << "\n";
-  node.spawn("kube-apiserver",
-             apiserver_argv(node.tools().fake_apiserver, name, api_port, node.dir(), s));
+  node.spawn("kube-apiserver", apiserver_argv(node.tools().fake_apiserver, name, api_port,
+                                              node.dir(), s.drain_s, s.request_time_s));
   bool ok = wait_until([&] { return read_pid(node.dir() / (name + ".pid")).has_value(); }, 20s);
   if (ok && shim_port) {
-    auto argv_shim = shim_argv(node.tools().shim, shim_port, s, node.dir() / "shim-events.jsonl");
+    auto argv_shim = shim_argv(node.tools().shim, shim_port, s.drain_s, s.exit_timeout_s,
+                               node.dir() / "shim-events.jsonl");
     argv_shim.push_back("--target-pidfile=" + (node.dir() / (name + ".pid")).string());
     node.spawn("shutdown-shim", argv_shim);
     ok = wait_until([&] { return ready_200(shim_port); }, 30s, 50ms);
@@ -567,15 +433,6 @@ struct scenario_result {
   std::size_t failed() const {
     return static_cast<std::size_t>(
         std::count_if(records.begin(), records.end(), [](const auto& r) { return r.failed(); }));
-  }
-  std::map<std::string, std::size_t> failed_by_kind() const {
-    std::map<std::string, std::size_t> m;
-    for (const auto& r : records) {
-      if (!r.failed()) continue;
-      ++m[(r.reused ? "reused:" : "new:") +
-          (r.status ? fmt::format("http_{}", r.status) : r.error)];
-    }
-    return m;
   }
   std::size_t retried() const {
     return static_cast<std::size_t>(
@@ -662,14 +519,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   struct node_b_stopper {
     sandbox::child_process& process;
     fs::path dir_file;
-    ~node_b_stopper() {
-      process.stop(5000ms);
-      const fs::path dir = read_first_line(dir_file);
-      if (dir.empty()) return;
-      std::error_code e;
-      fs::remove_all(dir, e);
-      sandbox::unregister_cleanup_dir(dir);
-    }
+    ~node_b_stopper() { e2e::stop_node_process(process, dir_file); }
   } stop_node_b{node_b, out / "node-b.dir"};
 
   // Node A's apiserver (and shim).
@@ -680,7 +530,8 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   const fs::path kubelet_log = a.dir() / "kubelet.log";
   const fs::path kubelet_config = a.dir() / "kubelet-config.yaml";
   const fs::path static_pod_manifest = a.dir() / "kube-apiserver.yaml";
-  const auto api_argv = apiserver_argv(tools.fake_apiserver, "node-a", a_api, a.dir(), s);
+  const auto api_argv =
+      apiserver_argv(tools.fake_apiserver, "node-a", a_api, a.dir(), s.drain_s, s.request_time_s);
   sandbox::child_process* shim_process = nullptr;
   sandbox::child_process* api_process = nullptr;  // null in wrapper mode
   sandbox::child_process* kubelet = nullptr;      // the shim-gns scenarios'
@@ -692,7 +543,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     return res;
   };
   if (name == "shim-wrapper") {
-    auto argv = shim_argv(tools.shim, a_shim, s, event_log);
+    auto argv = shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log);
     argv.push_back("--");
     argv.insert(argv.end(), api_argv.begin(), api_argv.end());
     shim_process = &a.spawn("shutdown-shim", argv);
@@ -706,7 +557,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
         return fail("node A's kubelet did not take its lock");
     }
     if (shim) {
-      auto argv = shim_argv(tools.shim, a_shim, s, event_log);
+      auto argv = shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log);
       // The fault baselines run the shim as it was before issue 9: no target, no upstream check.
       if (is_shim_scenario(name)) argv.push_back("--target-pidfile=" + pidfile.string());
       if (name == "shim-gns" || name == "shim-gns-priority") {
@@ -767,8 +618,10 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
 
   // The run.
   const double timeout_s = is_hang_scenario(name) ? s.hang_request_timeout_s : s.request_timeout_s;
-  e2e::load_client load(
-      {fe_port, "/version", s.rate, std::chrono::milliseconds(std::llround(timeout_s * 1000))});
+  e2e::load_client load({.port = fe_port,
+                         .target = "/version",
+                         .rate = s.rate,
+                         .timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000))});
   sleep_s(s.lead_s);
   const pid_t api_pid = *read_pid(pidfile);
   const auto lb_bound = std::chrono::milliseconds(
@@ -1029,15 +882,13 @@ std::string table(const settings& s, const std::vector<scenario_result>& results
        "apiserver exit |\n";
   t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : results) {
-    std::string kinds;
-    for (const auto& [k, n] : r.failed_by_kind())
-      kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", k, n);
-    if (!r.problems.empty()) kinds = "RUN FAILED: " + r.problems.front();
+    const std::string kinds = r.problems.empty() ? e2e::failed_by_kind_text(r.records)
+                                                 : "RUN FAILED: " + r.problems.front();
     t += fmt::format(
         "| {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} | {} |\n", r.name,
-        r.records.size(), r.failed(), kinds.empty() ? "-" : kinds, r.longest_failure_run_ms(),
-        r.failure_window_ms(), optional_ms(r.unready_to_lb_down_ms),
-        r.hold_s ? fmt::format("{:.3f}", *r.hold_s) : "-", r.retried(),
+        r.records.size(), r.failed(), kinds, r.longest_failure_run_ms(), r.failure_window_ms(),
+        optional_ms(r.unready_to_lb_down_ms), r.hold_s ? fmt::format("{:.3f}", *r.hold_s) : "-",
+        r.retried(),
         r.detection_window_s
             ? fmt::format("{} (after {:.1f} s)", r.failed_after_window, *r.detection_window_s)
             : "-",
@@ -1163,19 +1014,6 @@ bool check_fault_scenario(const scenario_result& r, const std::vector<scenario_r
   return ok;
 }
 
-bool tools_missing(const settings& s, std::string& why) {
-  const auto tools = sandbox::tool_paths::from_environment();
-  if (geteuid() != 0)
-    why = "must run as root (logind, mount and network namespaces)";
-  else if (access(s.haproxy.c_str(), X_OK) != 0)
-    why = "haproxy not found at " + s.haproxy;
-  else if (access(tools.logind.c_str(), X_OK) != 0)
-    why = "systemd-logind not found at " + tools.logind;
-  else if (access(tools.dbus_daemon.c_str(), X_OK) != 0)
-    why = "dbus-daemon not found";
-  return !why.empty();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1184,21 +1022,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "--serve-node") return serve_node(argc, argv);
   const settings s = parse(argc, argv);
 
-  std::string why;
-  if (tools_missing(s, why)) {
-    const char* ci = std::getenv("CI");
-    if (ci && std::string_view(ci) == "true") {
-      fmt::print(stderr, "e2e cannot run, and CI=true makes that a failure: {}\n", why);
-      return 1;
-    }
-    fmt::print(stderr, "e2e skipped: {}\n", why);
-    return 77;
-  }
-  if (unshare(CLONE_NEWNET) != 0) {
-    fmt::print(stderr, "e2e: cannot make a private network namespace: {}\n", std::strerror(errno));
-    return 1;
-  }
-  loopback_up();
+  if (const auto why = e2e::missing_tool(s.haproxy)) return e2e::cannot_run(*why);
+  if (!e2e::enter_private_network()) return 1;
   fs::create_directories(s.out_dir);
   const fs::path self = fs::read_symlink("/proc/self/exe");
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,13 @@ struct lb_options {
   // kubeadm's `retries 1` with `option redispatch`: a refused connection is tried once more, on
   // another server. 0: no retry, as cloud network load balancers behave.
   unsigned retries = 1;
+  bool redispatch = true;  // with retries: the retry goes to another server
+  // OpenShift's on-prem HAProxy checks with "HTTP/1.0", over TLS (check-ssl verify none).
+  std::string check_version;
+  bool check_ssl = false;
+  std::string timeout_client_server = "35s";
+  std::string timeout_tunnel;    // none by default
+  std::uint16_t stats_port = 0;  // 0: no stats socket; else one on 127.0.0.1 (level user)
   std::uint16_t frontend_port = 0;
   std::vector<lb_server> servers;
 };
@@ -35,6 +43,11 @@ struct lb_options {
 // haproxy.cfg as control planes write it (kubeadm's HA guide, OpenShift on-prem): round robin,
 // `option httpchk GET /readyz`, `http-check expect status 200`, `option redispatch`, `retries 1`.
 std::string haproxy_config(const lb_options& options);
+
+// Each server's status as HAProxy's stats socket shows it ("show stat"): "UP", "DOWN", or a
+// transition under way ("UP 1/2": one failed check of `fall`). Throws when the socket cannot be
+// read.
+std::map<std::string, std::string> server_status(std::uint16_t stats_port);
 
 // A health-check transition HAProxy reported: "node-a" went "DOWN" or "UP".
 struct lb_transition {

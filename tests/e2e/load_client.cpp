@@ -6,6 +6,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -22,6 +24,7 @@ namespace e2e {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -34,14 +37,17 @@ std::string error_kind(const beast::error_code& ec, bool connecting) {
   if (ec == asio::error::broken_pipe) return "broken_pipe";
   if (ec == asio::error::eof || ec == http::error::end_of_stream) return "eof";
   if (ec == http::error::partial_message) return "partial";
+  if (ec == ssl::error::stream_truncated) return "tls_truncated";  // closed without close_notify
   return "other:" + ec.message();
 }
 
 // The ways a reused connection breaks when the server closed it while idle: Go's transport sends
-// an idempotent request again when nothing of an answer had arrived.
+// an idempotent request again when nothing of an answer had arrived. Over TLS, a TCP close without
+// close_notify at a record boundary is io.EOF to Go's crypto/tls (and stream_truncated here).
 bool closed_under_us(const beast::error_code& ec) {
   return ec == asio::error::eof || ec == http::error::end_of_stream ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == ssl::error::stream_truncated;
 }
 
 // The peer has closed (FIN or RST) a connection we hold idle: what Go's read loop notices before
@@ -54,22 +60,58 @@ bool peer_closed(tcp::socket& socket) {
   return recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
 }
 
-http::request<http::empty_body> make_request(const std::string& target, bool keep_alive) {
-  http::request<http::empty_body> req{http::verb::get, target, 11};
+http::request<http::string_body> make_request(const load_options& o, bool keep_alive) {
+  http::request<http::string_body> req{http::string_to_verb(o.method), o.target, 11};
   req.set(http::field::host, "kubernetes.default");
   req.set(http::field::user_agent, "shutdown-shim-e2e-load");
+  if (!o.content_type.empty()) req.set(http::field::content_type, o.content_type);
+  if (!o.body.empty()) req.body() = o.body;
   req.keep_alive(keep_alive);
+  req.prepare_payload();
   return req;
+}
+
+// A connection to the load balancer, with TLS over it when the options ask for it.
+struct client_stream {
+  beast::tcp_stream tcp;
+  std::optional<ssl::stream<beast::tcp_stream&>> tls;
+
+  explicit client_stream(asio::io_context& io) : tcp(io) {}
+
+  // After the TCP connect: the TLS handshake when there is a context, then done(error).
+  template <typename Done>
+  void handshake(ssl::context* context, Done done) {
+    if (!context) return done(beast::error_code{});
+    tls.emplace(tcp, *context);
+    tls->async_handshake(ssl::stream_base::client, std::move(done));
+  }
+  // Runs op on the TLS stream when there is one, else on the TCP stream.
+  template <typename Op>
+  void with(Op op) {
+    if (tls) return op(*tls);
+    op(tcp);
+  }
+  void close() {
+    beast::error_code ec;
+    tcp.socket().shutdown(tcp::socket::shutdown_both, ec);
+    tcp.socket().close(ec);
+    tls.reset();
+  }
+};
+
+std::unique_ptr<ssl::context> client_tls_context(bool tls) {
+  if (!tls) return nullptr;
+  auto context = std::make_unique<ssl::context>(ssl::context::tls_client);
+  context->set_verify_mode(ssl::verify_none);
+  return context;
 }
 
 }  // namespace
 
-// Two keep-alive connections: with round robin over two nodes, one of them is on the node that
-// reboots.
-constexpr unsigned kKeepAliveConnections = 2;
-
 struct load_client::impl {
   load_options opts;
+  bool idempotent;
+  std::unique_ptr<ssl::context> tls_context;
   tcp::endpoint endpoint;
   asio::io_context io{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
@@ -88,6 +130,8 @@ struct load_client::impl {
 
   explicit impl(load_options o)
       : opts(std::move(o)),
+        idempotent(opts.method == "GET" || opts.method == "HEAD"),
+        tls_context(client_tls_context(opts.tls)),
         endpoint(asio::ip::make_address("127.0.0.1"), opts.port),
         period(static_cast<std::int64_t>(1e6 / opts.rate)) {}
 
@@ -110,28 +154,36 @@ struct load_client::impl {
 
   struct one_shot : std::enable_shared_from_this<one_shot> {
     impl& owner;
-    beast::tcp_stream stream;
-    http::request<http::empty_body> req;
+    client_stream stream;
+    http::request<http::string_body> req;
     beast::flat_buffer buffer;
     http::response<http::string_body> res;
     request_record rec;
 
-    explicit one_shot(impl& o) : owner(o), stream(o.io), req(make_request(o.opts.target, false)) {}
+    explicit one_shot(impl& o) : owner(o), stream(o.io), req(make_request(o.opts, false)) {}
 
     void start() {
       rec.send_us = sandbox::monotonic_us();
-      stream.expires_after(owner.opts.timeout);
-      stream.async_connect(owner.endpoint, [self = shared_from_this()](beast::error_code ec) {
+      stream.tcp.expires_after(owner.opts.timeout);
+      stream.tcp.async_connect(owner.endpoint, [self = shared_from_this()](beast::error_code ec) {
         if (ec) return self->finish(error_kind(ec, true));
-        http::async_write(self->stream, self->req, [self](beast::error_code ec, std::size_t) {
+        self->stream.handshake(self->owner.tls_context.get(), [self](beast::error_code ec) {
           if (ec) return self->finish(error_kind(ec, false));
-          http::async_read(self->stream, self->buffer, self->res,
-                           [self](beast::error_code ec, std::size_t) {
-                             if (ec) return self->finish(error_kind(ec, false));
-                             self->rec.status = self->res.result_int();
-                             self->rec.backend = std::string(self->res["X-Backend"]);
-                             self->finish({});
-                           });
+          self->exchange();
+        });
+      });
+    }
+
+    void exchange() {
+      stream.with([self = shared_from_this()](auto& st) {
+        http::async_write(st, self->req, [self, &st](beast::error_code ec, std::size_t) {
+          if (ec) return self->finish(error_kind(ec, false));
+          http::async_read(st, self->buffer, self->res, [self](beast::error_code ec, std::size_t) {
+            if (ec) return self->finish(error_kind(ec, false));
+            self->rec.status = self->res.result_int();
+            self->rec.backend = std::string(self->res["X-Backend"]);
+            self->finish({});
+          });
         });
       });
     }
@@ -139,9 +191,7 @@ struct load_client::impl {
     void finish(std::string error) {
       rec.latency_us = sandbox::monotonic_us() - rec.send_us;
       rec.error = std::move(error);
-      beast::error_code ec;
-      stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-      stream.socket().close(ec);
+      stream.close();
       owner.add(std::move(rec));
     }
   };
@@ -164,12 +214,12 @@ struct load_client::impl::keep_alive {
   unsigned index;
   asio::steady_timer timer;
   std::chrono::steady_clock::time_point next;
-  beast::tcp_stream stream;
+  client_stream stream;
   bool connected = false;
   bool announced = false;
   unsigned served = 0;  // requests answered on the current connection
   beast::flat_buffer buffer;
-  http::request<http::empty_body> req;
+  http::request<http::string_body> req;
   std::optional<http::response_parser<http::string_body>> parser;
   request_record rec;
 
@@ -197,14 +247,20 @@ struct load_client::impl::keep_alive {
   }
 
   void send() {
-    if (connected && peer_closed(stream.socket())) drop();
-    stream.expires_after(owner.opts.timeout);
+    if (connected && peer_closed(stream.tcp.socket())) drop();
+    stream.tcp.expires_after(owner.opts.timeout);
     if (!connected) {
-      stream.async_connect(owner.endpoint, [this](beast::error_code ec) {
+      stream.tcp.async_connect(owner.endpoint, [this](beast::error_code ec) {
         if (ec) return finish(error_kind(ec, true));
-        connected = true;
-        served = 0;
-        write();
+        stream.handshake(owner.tls_context.get(), [this](beast::error_code ec) {
+          if (ec) {
+            drop();
+            return finish(error_kind(ec, false));
+          }
+          connected = true;
+          served = 0;
+          write();
+        });
       });
       return;
     }
@@ -212,19 +268,21 @@ struct load_client::impl::keep_alive {
   }
 
   void write() {
-    req = make_request(owner.opts.target, true);
+    req = make_request(owner.opts, true);
     parser.emplace();
     parser->body_limit(1 << 20);
-    http::async_write(stream, req, [this](beast::error_code ec, std::size_t) {
-      if (ec) return failed(ec);
-      http::async_read(stream, buffer, *parser, [this](beast::error_code ec, std::size_t) {
+    stream.with([this](auto& st) {
+      http::async_write(st, req, [this, &st](beast::error_code ec, std::size_t) {
         if (ec) return failed(ec);
-        auto& res = parser->get();
-        rec.status = res.result_int();
-        rec.backend = std::string(res["X-Backend"]);
-        ++served;
-        if (!res.keep_alive()) drop();
-        finish({});
+        http::async_read(st, buffer, *parser, [this](beast::error_code ec, std::size_t) {
+          if (ec) return failed(ec);
+          auto& res = parser->get();
+          rec.status = res.result_int();
+          rec.backend = std::string(res["X-Backend"]);
+          ++served;
+          if (!res.keep_alive()) drop();
+          finish({});
+        });
       });
     });
   }
@@ -233,7 +291,8 @@ struct load_client::impl::keep_alive {
     const bool nothing_answered = !parser || !parser->got_some();
     const bool was_reused = served > 0;
     drop();
-    if (was_reused && nothing_answered && closed_under_us(ec) && !rec.retried && !owner.stopping) {
+    if (owner.idempotent && was_reused && nothing_answered && closed_under_us(ec) && !rec.retried &&
+        !owner.stopping) {
       rec.retried = true;
       send();
       return;
@@ -242,9 +301,7 @@ struct load_client::impl::keep_alive {
   }
 
   void drop() {
-    beast::error_code ec;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream.socket().close(ec);
+    stream.close();
     buffer.clear();
     connected = false;
     served = 0;
@@ -253,6 +310,7 @@ struct load_client::impl::keep_alive {
   void finish(std::string error) {
     rec.latency_us = sandbox::monotonic_us() - rec.send_us;
     rec.error = std::move(error);
+    const auto pause = owner.opts.pause_after ? owner.opts.pause_after(rec) : owner.period;
     owner.add(std::move(rec));
     rec = {};
     if (!announced) {
@@ -263,7 +321,8 @@ struct load_client::impl::keep_alive {
       drop();
       return;
     }
-    next = next_slot(next, owner.period);
+    next = owner.opts.pause_after ? std::chrono::steady_clock::now() + pause
+                                  : next_slot(next, owner.period);
     schedule();
   }
 };
@@ -272,7 +331,7 @@ void load_client::impl::start() {
   guard.emplace(io.get_executor());
   // The keep-alive connections are opened one after the other before anything else, so that
   // the load balancer's round robin puts one on each node; then the new-connection stream.
-  for (unsigned i = 0; i < kKeepAliveConnections; ++i) {
+  for (unsigned i = 0; i < opts.keep_alive_connections; ++i) {
     keep_alives.push_back(std::make_unique<keep_alive>(*this, i));
   }
   keep_alives.front()->start();
@@ -281,6 +340,7 @@ void load_client::impl::start() {
 
 void load_client::impl::connected(unsigned i) {
   if (i + 1 < keep_alives.size()) return keep_alives[i + 1]->start();
+  if (!opts.new_connections) return;
   new_next = std::chrono::steady_clock::now();
   schedule_new();
 }
@@ -297,6 +357,9 @@ void load_client::impl::stop() {
 
 load_client::load_client(load_options options) : impl_(std::make_unique<impl>(std::move(options))) {
   if (impl_->opts.rate <= 0) throw std::invalid_argument("load rate must be positive");
+  if (impl_->opts.keep_alive_connections == 0) {
+    throw std::invalid_argument("the load client needs a keep-alive connection");
+  }
   impl_->start();
 }
 
@@ -307,6 +370,23 @@ void load_client::stop() { impl_->stop(); }
 std::vector<request_record> load_client::records() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->records;
+}
+
+std::map<std::string, std::size_t> failed_by_kind(const std::vector<request_record>& records) {
+  std::map<std::string, std::size_t> m;
+  for (const auto& r : records) {
+    if (!r.failed()) continue;
+    ++m[(r.reused ? "reused:" : "new:") + (r.status ? fmt::format("http_{}", r.status) : r.error)];
+  }
+  return m;
+}
+
+std::string failed_by_kind_text(const std::vector<request_record>& records) {
+  std::string text;
+  for (const auto& [kind, n] : failed_by_kind(records)) {
+    text += fmt::format("{}{} {}", text.empty() ? "" : ", ", kind, n);
+  }
+  return text.empty() ? "-" : text;
 }
 
 void write_records_csv(const std::filesystem::path& path,

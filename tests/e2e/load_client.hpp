@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +28,20 @@ struct load_options {
   std::string target = "/version";
   double rate = 100;  // requests per second on new connections, and on each keep-alive one
   std::chrono::milliseconds timeout{10'000};
+  // GET for the sampler; a node agent's PATCH has a body. Like Go's transport, only an idempotent
+  // request (GET, HEAD) is sent again after its reused connection broke under it.
+  std::string method = "GET";
+  std::string body{};
+  std::string content_type{};
+  // Two for the sampler: with round robin over two nodes, one of them is on the node that reboots.
+  unsigned keep_alive_connections = 2;
+  bool new_connections = true;  // the stream that opens a new connection per request
+  // TLS to the apiserver, passed through by the load balancer (mode tcp); the server's
+  // certificate is not verified (what is measured is disruption, not trust).
+  bool tls = false;
+  // When the keep-alive stream's next request goes, from the outcome of the last one: that long
+  // after it ended. Empty: at the next slot of `rate`. A node agent's retry policy.
+  std::function<std::chrono::microseconds(const request_record&)> pause_after{};
 };
 
 // A steady stream of GETs through the load balancer, on its own thread, as the field's disruption
@@ -33,6 +49,8 @@ struct load_options {
 // schedule, even while earlier ones are still waiting), and two keep-alive connections each send
 // the next request once the previous one is answered and its slot has come. The keep-alive
 // connections are opened first, one after the other, so that round robin puts one on each node.
+// With other options, one keep-alive connection and no new-connection stream, it is a node agent
+// writing its node every few hundred milliseconds.
 //
 // Like Go's http.Transport (what the field's samplers and every Kubernetes client use), the
 // keep-alive stream re-dials when the server closed the idle connection, and a GET that found the
@@ -54,6 +72,11 @@ class load_client {
   struct impl;
   std::unique_ptr<impl> impl_;
 };
+
+// Failed requests by connection and kind: "new:refused", "reused:http_503".
+std::map<std::string, std::size_t> failed_by_kind(const std::vector<request_record>& records);
+// The same as a table cell: "new:eof 2, reused:reset 1", or "-".
+std::string failed_by_kind_text(const std::vector<request_record>& records);
 
 void write_records_csv(const std::filesystem::path& path,
                        const std::vector<request_record>& records, std::uint64_t t0_us);

@@ -1,5 +1,8 @@
 // A stand-in for kube-apiserver, faithful in what the shim depends on:
 //  - HTTP/1.1 (GET and HEAD, keep-alive) on --listen; every answer carries "X-Backend: NAME".
+//  - PATCH /api/v1/nodes/NAME[/status], as a node agent writes its node: 200 with the Node (kind,
+//    apiVersion, name, a resourceVersion that grows) when the Content-Type is one of kube's patch
+//    types, else 415 with kube's Status body, as the real server answers. Nothing is stored.
 //  - /readyz answers 200 "ok" until the first SIGTERM/SIGINT, then 500 with
 //    "[-]shutdown failed: reason withheld"; every other path keeps answering 200 for
 //    --shutdown-delay, after which it stops listening, closes its connections and exits 0.
@@ -305,6 +308,8 @@ class server {
   int exit_code() const { return exit_code_; }
   const options& opts() const { return opts_; }
   line_log& connections() { return connections_; }
+  // The resourceVersion of a write: etcd's revision grows with every write.
+  std::uint64_t next_revision() { return ++revision_; }
 
  private:
   void accept() {
@@ -410,7 +415,23 @@ class server {
   bool closing_ = false;
   int signals_seen_ = 0;
   int exit_code_ = 0;
+  std::uint64_t revision_ = 1;
 };
+
+// kube-apiserver's patch types (k8s.io/apimachinery/pkg/types.PatchType).
+bool is_patch_type(std::string_view content_type) {
+  const auto type = content_type.substr(0, content_type.find(';'));
+  return type == "application/json-patch+json" || type == "application/merge-patch+json" ||
+         type == "application/strategic-merge-patch+json" || type == "application/apply-patch+yaml";
+}
+
+// kube's Status body for a failed request.
+std::string status_body(std::string_view message, std::string_view reason, unsigned code) {
+  return fmt::format(R"({{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure",)"
+                     R"("message":"{}","reason":"{}","code":{}}})"
+                     "\n",
+                     message, reason, code);
+}
 
 void session::handshake() {
   // A client that never finishes its handshake does not hold a session forever.
@@ -477,12 +498,26 @@ void session::respond() {
   if (path == "/readyz" && !server_.opts().readyz_control.empty()) {
     control = trimmed(read_small_file(server_.opts().readyz_control).value_or(""));
   }
+  static constexpr std::string_view kNodes = "/api/v1/nodes/";
   if (!authenticated()) {
     status = http::status::unauthorized;
     content_type = "application/json";
-    body = R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
-           R"("message":"Unauthorized","reason":"Unauthorized","code":401})"
-           "\n";
+    body = status_body("Unauthorized", "Unauthorized", 401);
+  } else if (request_.method() == http::verb::patch && path.starts_with(kNodes)) {
+    content_type = "application/json";
+    const auto node = path.substr(kNodes.size(), path.find('/', kNodes.size()) - kNodes.size());
+    if (!is_patch_type(request_[http::field::content_type])) {
+      status = http::status::unsupported_media_type;
+      body = status_body(
+          "the body of the request was in an unknown format - accepted media types include: "
+          "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+          "UnsupportedMediaType", 415);
+    } else {
+      body = fmt::format(
+          R"({{"kind":"Node","apiVersion":"v1","metadata":{{"name":"{}","resourceVersion":"{}"}}}})"
+          "\n",
+          node, server_.next_revision());
+    }
   } else if (request_.method() != http::verb::get && !head) {
     status = http::status::method_not_allowed;
     body = "method not allowed";

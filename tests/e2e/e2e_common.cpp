@@ -1,0 +1,201 @@
+#include "e2e_common.hpp"
+
+#include <fmt/core.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
+#include "http_probe.hpp"
+#include "node_sandbox.hpp"
+
+namespace e2e {
+
+std::string seconds(double s) { return fmt::format("{}ms", std::llround(s * 1000)); }
+
+double parse_seconds(std::string_view text) {
+  double total = 0;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t start = i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+      ++i;
+    if (start == i) throw std::invalid_argument(fmt::format("bad duration '{}'", text));
+    const double n = std::stod(std::string(text.substr(start, i - start)));
+    std::size_t u = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    const auto unit = text.substr(u, i - u);
+    total += n * (unit == "ms" ? 1e-3 : unit == "m" ? 60 : unit == "h" ? 3600 : 1);
+  }
+  return total;
+}
+
+std::optional<std::string> flag(std::string_view arg, std::string_view name) {
+  if (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=') {
+    return std::string(arg.substr(name.size() + 1));
+  }
+  return std::nullopt;
+}
+
+bool parse_common_flag(std::string_view a, common_settings& s) {
+  if (auto v = flag(a, "--drain")) {
+    s.drain_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--exit-timeout")) {
+    s.exit_timeout_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--inter")) {
+    parse_seconds(*v);
+    s.inter = *v;
+  } else if (auto v = flag(a, "--fall")) {
+    s.fall = static_cast<unsigned>(std::stoul(*v));
+  } else if (auto v = flag(a, "--rise")) {
+    s.rise = static_cast<unsigned>(std::stoul(*v));
+  } else if (auto v = flag(a, "--rate")) {
+    s.rate = std::stod(*v);
+  } else if (auto v = flag(a, "--request-time")) {
+    s.request_time_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--lead")) {
+    s.lead_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--tail")) {
+    s.tail_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--request-timeout")) {
+    s.request_timeout_s = parse_seconds(*v);
+  } else if (auto v = flag(a, "--out-dir")) {
+    s.out_dir = *v;
+  } else if (auto v = flag(a, "--haproxy")) {
+    s.haproxy = *v;
+  } else if (a == "--check") {
+    s.check = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds step) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(step);
+  }
+  return true;
+}
+
+void sleep_s(double s) {
+  std::this_thread::sleep_for(std::chrono::microseconds(std::llround(s * 1e6)));
+}
+
+std::optional<pid_t> read_pid(const std::filesystem::path& pidfile) {
+  const std::string text = sandbox::read_text_file(pidfile);
+  if (text.empty()) return std::nullopt;
+  return static_cast<pid_t>(std::stol(text));
+}
+
+std::filesystem::path read_first_line(const std::filesystem::path& path) {
+  std::string text = sandbox::read_text_file(path);
+  return text.substr(0, text.find('\n'));
+}
+
+bool ready_200(std::uint16_t port) {
+  sandbox::http_client c(port);
+  auto r = c.get("/readyz", std::chrono::milliseconds(500));
+  return r.ok && r.status == 200;
+}
+
+std::uint16_t next_service_port() {
+  static std::uint16_t next = 20000;
+  return next++;
+}
+
+namespace {
+
+// Brings up the loopback of the fresh network namespace.
+void loopback_up() {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  int r = ioctl(fd, SIOCGIFFLAGS, &ifr);
+  if (r == 0) {
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP | IFF_RUNNING);
+    r = ioctl(fd, SIOCSIFFLAGS, &ifr);
+  }
+  const int err = errno;
+  close(fd);
+  if (r < 0) throw std::system_error(err, std::generic_category(), "bringing up lo");
+}
+
+}  // namespace
+
+bool enter_private_network() {
+  if (unshare(CLONE_NEWNET) != 0) {
+    fmt::print(stderr, "e2e: cannot make a private network namespace: {}\n", std::strerror(errno));
+    return false;
+  }
+  loopback_up();
+  return true;
+}
+
+std::optional<std::string> missing_tool(const std::string& haproxy) {
+  const auto tools = sandbox::tool_paths::from_environment();
+  if (geteuid() != 0) return "must run as root (logind, mount and network namespaces)";
+  if (access(haproxy.c_str(), X_OK) != 0) return "haproxy not found at " + haproxy;
+  if (access(tools.logind.c_str(), X_OK) != 0) return "systemd-logind not found at " + tools.logind;
+  if (access(tools.dbus_daemon.c_str(), X_OK) != 0) return "dbus-daemon not found";
+  return std::nullopt;
+}
+
+int cannot_run(const std::string& why) {
+  const char* ci = std::getenv("CI");
+  if (ci && std::string_view(ci) == "true") {
+    fmt::print(stderr, "e2e cannot run, and CI=true makes that a failure: {}\n", why);
+    return 1;
+  }
+  fmt::print(stderr, "e2e skipped: {}\n", why);
+  return 77;
+}
+
+void stop_node_process(sandbox::child_process& process, const std::filesystem::path& dir_file) {
+  process.stop(std::chrono::milliseconds(5000));
+  const std::filesystem::path dir = read_first_line(dir_file);
+  if (dir.empty()) return;
+  std::error_code e;
+  std::filesystem::remove_all(dir, e);
+  sandbox::unregister_cleanup_dir(dir);
+}
+
+std::vector<std::string> apiserver_argv(const std::string& binary, const std::string& name,
+                                        std::uint16_t port, const std::filesystem::path& dir,
+                                        double shutdown_delay_s, double request_time_s) {
+  return {binary,
+          fmt::format("--listen=127.0.0.1:{}", port),
+          "--pidfile=" + (dir / (name + ".pid")).string(),
+          "--signal-log=" + (dir / (name + "-signals.log")).string(),
+          "--lifecycle-log=" + (dir / (name + "-lifecycle.log")).string(),
+          "--shutdown-delay=" + seconds(shutdown_delay_s),
+          "--request-time=" + seconds(request_time_s),
+          "--name=" + name};
+}
+
+std::vector<std::string> shim_argv(const std::string& shim, std::uint16_t port, double drain_s,
+                                   double exit_timeout_s, const std::filesystem::path& event_log) {
+  return {shim,
+          fmt::format("--listen=127.0.0.1:{}", port),
+          "--drain-delay=" + seconds(drain_s),
+          "--exit-timeout=" + seconds(exit_timeout_s),
+          "--inhibit=required",
+          "--event-log=" + event_log.string(),
+          "--log-format=json"};
+}
+
+}  // namespace e2e
