@@ -209,7 +209,7 @@ class shutdown_sequence {
   std::string cause_;            // what started the current shutdown (or restart)
   std::optional<time_point> armed_;
   time_point exit_timeout_from_{};  // the hold ends by this + exit-timeout
-  time_point drill_end_{};  // drilling: unready_at_ is the drill's start
+  time_point drill_end_{};          // drilling: unready_at_ is the drill's start
 };
 
 }  // namespace shim
