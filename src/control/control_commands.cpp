@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "config/command_flags.hpp"
 #include "config/config.hpp"
 #include "control/control_routes.hpp"
 #include "http/control_client.hpp"
@@ -38,43 +39,27 @@ struct command_flags {
   std::string lb_fall;
 };
 
-// --flag=value or --flag value, as the daemon's flags.
 command_flags parse(std::span<const std::string_view> args, bool drill) {
   command_flags f;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    std::string_view name = arg;
-    std::optional<std::string_view> value;
-    if (auto eq = arg.find('='); eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-    }
-    const auto take = [&]() -> std::string {
-      if (value) return std::string(*value);
-      if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
-        throw usage_error(fmt::format("{}: missing value", name));
-      }
-      return std::string(args[++i]);
-    };
-    const auto flag = [&](bool& b) {
-      if (value) throw usage_error(fmt::format("{} takes no value", name));
+  command_flag_reader p{args};
+  for (; p.i < args.size(); ++p.i) {
+    const std::string_view arg = args[p.i];
+    // A flag without a value: "--json=x" is refused, not taken for --json.
+    const auto flag = [&](std::string_view name, bool& b) {
+      if (!is_flag(arg, name)) return false;
+      if (arg != name) throw usage_error(fmt::format("{} takes no value", name));
       b = true;
+      return true;
     };
-    if (name == "--help" || name == "-h") {
-      flag(f.help);
-    } else if (name == "--json") {
-      flag(f.json);
-    } else if (name == "--state-dir") {
-      f.state_dir = take();
-    } else if (drill && name == "--duration") {
-      f.duration = take();
+    if (flag("--help", f.help) || flag("-h", f.help) || flag("--json", f.json)) continue;
+    if (drill && (flag("--stop", f.stop) || flag("--no-wait", f.no_wait))) continue;
+    if (is_flag(arg, "--state-dir")) {
+      f.state_dir = p.value_of("--state-dir", arg);
+    } else if (drill && is_flag(arg, "--duration")) {
+      f.duration = p.value_of("--duration", arg);
       parse_duration(f.duration);  // a typo is the CLI's usage error, not a 400 from the shim
-    } else if (drill && name == "--lb-fall") {
-      f.lb_fall = take();
-    } else if (drill && name == "--stop") {
-      flag(f.stop);
-    } else if (drill && name == "--no-wait") {
-      flag(f.no_wait);
+    } else if (drill && is_flag(arg, "--lb-fall")) {
+      f.lb_fall = p.value_of("--lb-fall", arg);
     } else {
       throw usage_error(fmt::format("{}: unknown flag {:?}", drill ? "drill" : "status", arg));
     }

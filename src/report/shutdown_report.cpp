@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "config/command_flags.hpp"
 #include "config/usage_error.hpp"
 #include "log/log_line.hpp"
 #include "report/boot_journal.hpp"
@@ -22,25 +23,6 @@ constexpr std::size_t kMaxTrigger = 40;
 constexpr std::size_t kMaxDetail = 200;
 // The shim's KubeletShutdown words, the fix in them: at most 1233 bytes (shim_status.cpp).
 constexpr std::size_t kMaxKubelet = 2048;
-
-// "--flag=value" or "--flag value", as the daemon's own flags.
-struct flag_parser {
-  std::span<const std::string_view> args;
-  std::size_t i = 0;
-
-  std::string_view value_of(std::string_view name, std::string_view arg) {
-    if (arg.size() > name.size() && arg[name.size()] == '=') return arg.substr(name.size() + 1);
-    if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
-      throw usage_error(fmt::format("{}: missing value", name));
-    }
-    return args[++i];
-  }
-};
-
-bool is_flag(std::string_view arg, std::string_view name) {
-  return arg == name ||
-         (arg.starts_with(name) && arg.size() > name.size() && arg[name.size()] == '=');
-}
 
 std::size_t parse_boots(std::string_view value) {
   std::size_t n = 0;
@@ -223,7 +205,7 @@ std::string render_json(const std::vector<row>& rows) {
 
 report_options parse_report_flags(std::span<const std::string_view> args) {
   report_options options;
-  flag_parser p{args};
+  command_flag_reader p{args};
   bool seen_log = false, seen_boots = false, seen_journal = false, seen_from_journal = false;
   const auto once = [](bool& seen, std::string_view name) {
     if (seen) throw usage_error(fmt::format("{}: given more than once", name));
