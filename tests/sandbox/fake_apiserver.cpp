@@ -1,17 +1,44 @@
-// A stand-in for kube-apiserver, faithful in what the shim depends on:
+// A stand-in for kube-apiserver, faithful in what the shim depends on. Modelled on k8s.io/apiserver
+// 0.36: pkg/server/genericapiserver.go (preparedGenericAPIServer.RunWithContext: the lifecycle
+// signals and the order of the listener's close, the in-flight wait and the exit),
+// pkg/server/lifecycle_signals.go (the event names), pkg/server/config.go (the flag defaults,
+// DefaultBuildHandlerChain's filter order), pkg/server/filters/with_retry_after.go and
+// pkg/server/filters/waitgroup.go (the answers during the shutdown), pkg/server/healthz (the
+// /readyz body) and pkg/storage/errors/storage.go (InterpretGetError: the answer without etcd);
+// net/http's Server.Shutdown for what happens to connections. See tests/sandbox/README.md.
 //  - HTTP/1.1 (GET and HEAD, keep-alive) on --listen; every answer carries "X-Backend: NAME".
+//  - Start-up as the real server: the process exists (its --pidfile is written at once) before
+//    its port opens (--startup-listen-delay, then the --port-file appears), and the port opens
+//    before /readyz turns 200 (--startup-ready-delay later; until then 500 with
+//    "[-]poststarthook/... failed" lines). Both default to 0.
+//  - /readyz answers 200 "ok" while every check passes, else 500 with every check listed and
+//    "readyz check failed": after the first SIGTERM/SIGINT "[-]shutdown failed: reason withheld".
+//  - --shutdown-delay-duration (alias --shutdown-delay; default 0, as upstream): every path is
+//    served as usual for that long after the first signal (ShutdownInitiated), then the server
+//    stops accepting (NotAcceptingNewRequest). With --shutdown-send-retry-after=false (the
+//    default) the listener closes at once, idle connections are closed, the requests in flight
+//    finish (with "Connection: close"), a connection accepted less than 5 s earlier that has not
+//    sent a request yet stays open (net/http's Shutdown), and a request read on one after that
+//    gets waitgroup.go's 503 "apiserver is shutting down" with "Retry-After: 1". With
+//    --shutdown-send-retry-after it keeps listening, and every request but /readyz, /livez,
+//    /healthz and /metrics, on a new or a kept-alive connection, gets with_retry_after.go's 429
+//    with "Retry-After: 5" and "Connection: close", until the requests in flight have drained
+//    (InFlightRequestsDrained); then it stops listening. It exits 0 (or --exit-code) once every
+//    connection is gone, at most --request-time + 5 s (2 s with retry-after, the real shutdown
+//    timeout) after it stopped accepting.
+//  - A second SIGTERM/SIGINT makes it exit 1 at once.
+//  - --ignore-sigterm: signals are logged and otherwise ignored (an apiserver that never exits).
+//  - --request-time: every answer but /readyz's and the shutdown's refusals takes that long (a real
+//    GET takes milliseconds), so that requests are in flight when the process dies.
 //  - PATCH /api/v1/nodes/NAME[/status], as a node agent writes its node: 200 with the Node (kind,
 //    apiVersion, name, a resourceVersion that grows) when the Content-Type is one of kube's patch
 //    types, else 415 with kube's Status body, as the real server answers. Nothing is stored.
-//  - /readyz answers 200 "ok" until the first SIGTERM/SIGINT, then 500 with
-//    "[-]shutdown failed: reason withheld"; every other path keeps answering 200 for
-//    --shutdown-delay, after which it stops listening, closes its connections and exits 0.
-//  - A second SIGTERM/SIGINT makes it exit 1 at once.
-//  - --ignore-sigterm: signals are logged and otherwise ignored (an apiserver that never exits).
-//  - --request-time: every answer but /readyz's takes that long (a real GET takes milliseconds), so
-//    that requests are in flight when the process dies. When the shutdown delay is over it stops
-//    listening, closes idle connections and finishes the requests it is serving (with
-//    "Connection: close") before it exits, as the real server does.
+//    GET /api/v1/namespaces/NAME: the Namespace. Other paths: 200 "ok".
+//  - --etcd-pidfile: while the process that file names does not run, /readyz fails
+//    "[-]etcd failed" and every etcd-backed request (under /api/ and /apis/) gets 500 with kube's
+//    ServerTimeout Status and "Retry-After: 2", as InterpretGetError answers an unreachable
+//    storage (the real server may first wait up to its request timeout for etcd; this one answers
+//    at once).
 //  - --tls-cert-file and --tls-private-key-file: HTTPS instead of HTTP, TLS 1.2 or 1.3 (the
 //    apiserver's default minimum is 1.2). --client-ca-file: like kube-apiserver, a client
 //    certificate is requested and, when one is sent, verified against that CA (a bad one fails the
@@ -20,19 +47,25 @@
 //  - --token-file: anonymous requests are refused, as kube-apiserver with --anonymous-auth=false:
 //    every request needs "Authorization: Bearer <the file's content, trimmed>" or a verified client
 //    certificate (x509 authenticates first there), else 401 with kube's JSON Status body. The file
-//    is read at every request, so a test rotates the token by rewriting it.
+//    is read at every request, so a test rotates the token by rewriting it. The shutdown's 429 and
+//    503 come before authentication, as in kube's handler chain.
 //  - --readyz-control: a file read at every /readyz request (before the answer is chosen):
 //    "200" or missing/empty answers as above, "500" answers 500 with an etcd check failed, "hang"
 //    reads the request and never answers (the connection stays open until the client goes or the
 //    server exits). A test switches it by rewriting the file (atomically), which is deterministic:
-//    the next request sees it, no signal races. A shutdown's 500 wins over "200".
+//    the next request sees it, no signal races.
 // Every signal is appended to --signal-log as "SIGNAME monotonic_us"; milestones go to
-// --lifecycle-log as "WORD monotonic_us [detail]" (LISTENING, UNREADY, STOPPED_LISTENING, EXIT).
+// --lifecycle-log as "WORD monotonic_us [detail]", named after the real server's lifecycle
+// signals: LISTENING (port), READY, UNREADY (ShutdownInitiated), NOT_ACCEPTING
+// (NotAcceptingNewRequest), STOPPED_LISTENING (HTTPServerStoppedListening), IN_FLIGHT_DRAINED
+// (InFlightRequestsDrained), EXIT (code).
 // --close-connections: every answer says "Connection: close" and the connection is closed after it
 // (a server or proxy that does not keep connections alive).
 // --connection-log gets "ACCEPTED monotonic_us PEER_PORT" for each connection, "HANDSHAKE
 // monotonic_us full|resumed" for each TLS handshake (OpenSSL's session tickets, on by default, as
 // Go's are) and "HANDSHAKE_FAILED monotonic_us REASON" for each failed one (tests count them).
+// --request-log gets "READ monotonic_us METHOD TARGET" when a request has been read and "ANSWERED
+// monotonic_us STATUS TARGET" once its answer is written.
 // Single-threaded Boost.Asio; signals arrive through asio::signal_set, so the logs are written from
 // the event loop rather than from a signal handler.
 
@@ -42,6 +75,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -65,6 +100,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -73,6 +109,29 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
+
+using namespace std::chrono_literals;
+
+// with_retry_after.go: served as usual whatever the shutdown's phase.
+constexpr std::array<std::string_view, 4> kExemptPrefixes = {"/readyz", "/livez", "/healthz",
+                                                             "/metrics"};
+// with_retry_after.go's answer once the server no longer accepts.
+constexpr std::string_view kRetryAfterMessage =
+    "The apiserver is shutting down, please try again later.";
+// genericapiserver.go: the HTTP server's shutdown timeout with --shutdown-send-retry-after.
+constexpr auto kRetryAfterShutdownTimeout = 2s;
+// net/http's Server.Shutdown closes a connection that has not sent a request yet only once it is
+// this old (closeIdleConns, "quiescent" StateNew).
+constexpr auto kNewConnectionGrace = 5s;
+// The checks a storage-backed kube-apiserver lists in /readyz, in its order; the post-start hooks
+// named here are the ones still running while it starts.
+constexpr std::array<std::string_view, 5> kPassingChecks = {
+    "ping", "log", "informer-sync", "poststarthook/start-apiserver-admission-initializer",
+    "poststarthook/generic-apiserver-start-informers"};
+constexpr std::array<std::string_view, 4> kStartupHooks = {
+    "poststarthook/start-system-namespaces-controller", "poststarthook/bootstrap-controller",
+    "poststarthook/rbac/bootstrap-roles",
+    "poststarthook/scheduling/bootstrap-system-priority-classes"};
 
 std::uint64_t monotonic_us() {
   timespec ts{};
@@ -117,6 +176,19 @@ std::chrono::microseconds parse_duration(std::string_view text) {
     total_us += number * scale;
   }
   return std::chrono::microseconds(static_cast<std::int64_t>(std::llround(total_us)));
+}
+
+// Go's strconv.ParseBool, as pflag reads "--flag=VALUE" for a bool flag.
+bool parse_bool(std::string_view text) {
+  if (text == "1" || text == "t" || text == "T" || text == "true" || text == "TRUE" ||
+      text == "True") {
+    return true;
+  }
+  if (text == "0" || text == "f" || text == "F" || text == "false" || text == "FALSE" ||
+      text == "False") {
+    return false;
+  }
+  throw std::invalid_argument(fmt::format("bad bool '{}'", text));
 }
 
 // Writes content to path through a temporary and rename(), so a reader never sees half a file.
@@ -167,16 +239,21 @@ struct options {
   std::string lifecycle_log;
   std::string name = "fake-apiserver";
   std::chrono::microseconds shutdown_delay{0};
+  bool send_retry_after = false;
+  std::chrono::microseconds startup_listen_delay{0};
+  std::chrono::microseconds startup_ready_delay{0};
   std::chrono::microseconds request_time{0};
   bool ignore_sigterm = false;
   int exit_code = 0;
   std::string connection_log;
+  std::string request_log;
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string client_ca_file;
   bool require_client_cert = false;
   std::string token_file;
   std::string readyz_control;
+  std::string etcd_pidfile;
   bool close_connections = false;
 };
 
@@ -193,6 +270,46 @@ std::string trimmed(std::string_view text) {
   if (first == std::string_view::npos) return {};
   const auto last = text.find_last_not_of(" \t\r\n");
   return std::string(text.substr(first, last - first + 1));
+}
+
+// Whether the process named in pidfile runs (a zombie does not).
+bool process_runs(const std::string& pidfile) {
+  const auto text = read_small_file(pidfile);
+  if (!text) return false;
+  const std::string pid = trimmed(*text);
+  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return false;
+  const auto stat = read_small_file("/proc/" + pid + "/stat");
+  if (!stat) return false;
+  const auto close_paren = stat->rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < stat->size() &&
+         (*stat)[close_paren + 2] != 'Z';
+}
+
+bool exempt_from_shutdown(std::string_view path) {
+  for (const auto prefix : kExemptPrefixes) {
+    if (path.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+// What /readyz says: "ok" when every check passes, else every check and the verdict.
+struct readyz_state {
+  bool started = true;  // the post-start hooks have finished
+  bool etcd = true;
+  bool shutdown = false;
+};
+
+std::string readyz_body(const readyz_state& s) {
+  if (s.started && s.etcd && !s.shutdown) return "ok";
+  const auto line = [](std::string_view check, bool ok) {
+    return ok ? fmt::format("[+]{} ok\n", check)
+              : fmt::format("[-]{} failed: reason withheld\n", check);
+  };
+  std::string body = line(kPassingChecks[0], true) + line(kPassingChecks[1], true) +
+                     line("etcd", s.etcd) + line("etcd-readiness", s.etcd);
+  for (std::size_t i = 2; i < kPassingChecks.size(); ++i) body += line(kPassingChecks[i], true);
+  for (const auto hook : kStartupHooks) body += line(hook, s.started);
+  return body + line("shutdown", !s.shutdown) + "readyz check failed\n";
 }
 
 // What kube-apiserver does with --tls-cert-file, --tls-private-key-file and --client-ca-file
@@ -238,13 +355,12 @@ class session : public std::enable_shared_from_this<session> {
     if (tls_) return handshake();
     read();
   }
-  bool busy() const { return busy_; }
-  void close() {
-    service_timer_.cancel();
-    beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    stream_.socket().close(ec);
-  }
+  // An idle connection, in net/http's words: it served a request and waits for the next.
+  bool idle() const { return !busy_ && served_ > 0; }
+  // The server stopped accepting: an idle connection goes now, a new one once it is
+  // kNewConnectionGrace old if it has sent nothing by then, a busy one after its answer.
+  void on_shutdown();
+  void close();
 
  private:
   // Runs op on the TLS stream when there is one, else on the TCP stream.
@@ -257,12 +373,19 @@ class session : public std::enable_shared_from_this<session> {
   void read();
   void respond();
   bool authenticated();
+  void answer(http::status status, std::string content_type, std::string body);
   void write();
 
   beast::tcp_stream stream_;
   std::optional<ssl::stream<beast::tcp_stream&>> tls_;
   asio::steady_timer service_timer_{stream_.get_executor()};
-  bool busy_ = false;  // a request has been read and its answer is not written yet
+  asio::steady_timer new_connection_timer_{stream_.get_executor()};
+  const std::chrono::steady_clock::time_point accepted_ = std::chrono::steady_clock::now();
+  bool busy_ = false;     // a request has been read and its answer is not written yet
+  bool counted_ = false;  // that request is in flight (HandlerChainWaitGroup)
+  bool refusal_ = false;  // its answer is the shutdown's 429 or 503 (never delayed)
+  bool closed_ = false;
+  unsigned served_ = 0;
   beast::flat_buffer buffer_;
   http::request<http::string_body> request_;
   http::response<http::string_body> response_;
@@ -276,50 +399,89 @@ class server {
         opts_(opts),
         acceptor_(io),
         signals_(io, SIGTERM, SIGINT),
-        timer_(io),
+        startup_timer_(io),
+        delay_timer_(io),
+        bound_timer_(io),
         signal_log_(opts.signal_log),
         lifecycle_(opts.lifecycle_log),
         connections_(opts.connection_log),
+        requests_(opts.request_log),
         tls_(make_tls_context(opts)) {}
 
+  // The process exists before its port opens: the pidfile at once, the port file once it listens.
   void start() {
+    write_file_atomically(opts_.pidfile, fmt::format("{}\n", getpid()));
+    wait_signal();
+    after(startup_timer_, opts_.startup_listen_delay, [this] { listen(); });
+  }
+
+  readyz_state readyz() const {
+    return {.started = started_, .etcd = etcd_available(), .shutdown = shutting_down_};
+  }
+  bool etcd_available() const {
+    return opts_.etcd_pidfile.empty() || process_runs(opts_.etcd_pidfile);
+  }
+  // NotAcceptingNewRequest: a request that is not exempt gets the shutdown's 429 or 503.
+  bool refuses_requests() const { return not_accepting_; }
+  // net/http's Shutdown has begun: no more keep-alive.
+  bool closing() const { return stopped_listening_; }
+  std::chrono::microseconds request_time() const { return opts_.request_time; }
+  const std::string& name() const { return opts_.name; }
+  int exit_code() const { return exit_code_; }
+  const options& opts() const { return opts_; }
+  line_log& connections() { return connections_; }
+  line_log& requests() { return requests_; }
+  // The resourceVersion of a write: etcd's revision grows with every write.
+  std::uint64_t next_revision() { return ++revision_; }
+
+  // HandlerChainWaitGroup.Add and Done.
+  void request_started() { ++in_flight_; }
+  void request_finished() {
+    --in_flight_;
+    check_drained();
+  }
+  void session_closed() {
+    --open_sessions_;
+    maybe_exit();
+  }
+
+ private:
+  template <typename Handler>
+  void after(asio::steady_timer& timer, std::chrono::microseconds delay, Handler handler) {
+    if (delay.count() == 0) return handler();
+    timer.expires_after(delay);
+    timer.async_wait([handler](beast::error_code ec) {
+      if (!ec) handler();
+    });
+  }
+
+  void listen() {
     const tcp::endpoint endpoint(asio::ip::make_address(opts_.host), opts_.port);
     acceptor_.open(endpoint.protocol());
     acceptor_.set_option(asio::socket_base::reuse_address(true));
     acceptor_.bind(endpoint);
     acceptor_.listen(asio::socket_base::max_listen_connections);
+    listening_ = true;
     const auto port = acceptor_.local_endpoint().port();
-    // Port and pidfile appear only once the socket accepts: they are the readiness signal.
     write_file_atomically(opts_.port_file, fmt::format("{}\n", port));
-    write_file_atomically(opts_.pidfile, fmt::format("{}\n", getpid()));
     lifecycle_.write("LISTENING", fmt::format("{}", port));
     accept();
-    wait_signal();
+    // The post-start hooks run once the port is open; /readyz passes when they are done.
+    after(startup_timer_, opts_.startup_ready_delay, [this] {
+      started_ = true;
+      lifecycle_.write("READY");
+    });
   }
 
-  bool ready() const { return !shutting_down_; }
-  bool closing() const { return closing_; }
-  std::chrono::microseconds request_time() const { return opts_.request_time; }
-  // A session finished a request; after the shutdown delay, the last one lets the process exit.
-  void request_done() {
-    if (closing_ && !any_busy()) finish(exit_code_);
-  }
-  const std::string& name() const { return opts_.name; }
-  int exit_code() const { return exit_code_; }
-  const options& opts() const { return opts_; }
-  line_log& connections() { return connections_; }
-  // The resourceVersion of a write: etcd's revision grows with every write.
-  std::uint64_t next_revision() { return ++revision_; }
-
- private:
   void accept() {
     acceptor_.async_accept([this](beast::error_code ec, tcp::socket socket) {
-      if (ec) return;  // closed at the end of the shutdown delay
+      if (ec) return;  // closed: the server stopped listening
       beast::error_code ignored;
       connections_.write("ACCEPTED", fmt::format("{}", socket.remote_endpoint(ignored).port()));
       auto s = std::make_shared<session>(std::move(socket), *this, tls_.get());
       sessions_.remove_if([](const std::weak_ptr<session>& w) { return w.expired(); });
       sessions_.push_back(s);
+      ++open_sessions_;
       s->start();
       accept();
     });
@@ -336,67 +498,85 @@ class server {
         return;
       }
       if (signals_seen_ == 1) {
-        // Like k8s.io/apiserver: unready at once, keep serving for the shutdown delay.
+        // ShutdownInitiated: unready at once, every request served for the shutdown delay.
         shutting_down_ = true;
         lifecycle_.write("UNREADY", name);
-        timer_.expires_after(opts_.shutdown_delay);
-        timer_.async_wait([this](beast::error_code e) {
-          if (!e) drain_and_stop(opts_.exit_code);
-        });
+        after(delay_timer_, opts_.shutdown_delay, [this] { stop_accepting(); });
         wait_signal();
       } else {
         // The second signal: exit 1 at once.
-        stop(1);
+        stop_listening();
+        finish(1);
       }
     });
   }
 
-  bool any_busy() {
-    for (auto& w : sessions_) {
-      if (auto s = w.lock(); s && s->busy()) return true;
+  // NotAcceptingNewRequest (the delay is over; this server has no pre-shutdown hooks).
+  void stop_accepting() {
+    exit_code_ = opts_.exit_code;
+    not_accepting_ = true;
+    startup_timer_.cancel();  // a server stopped while starting never opens its port
+    lifecycle_.write("NOT_ACCEPTING");
+    if (opts_.send_retry_after) {
+      check_drained();
+      return;
     }
-    return false;
+    // Without retry-after the HTTP server's Shutdown starts now, bounded by the request timeout
+    // (here --request-time + 5 s).
+    shut_down_http(opts_.request_time + 5s);
+    check_drained();
   }
 
-  // The end of the shutdown delay: no new connections, idle ones closed, the requests being
-  // served finish (bounded) before the exit.
-  void drain_and_stop(int code) {
-    exit_code_ = code;
-    closing_ = true;
+  // InFlightRequestsDrained; with retry-after, the HTTP server's Shutdown starts only now.
+  void check_drained() {
+    if (!not_accepting_ || drained_ || in_flight_ > 0) return;
+    drained_ = true;
+    lifecycle_.write("IN_FLIGHT_DRAINED");
+    if (opts_.send_retry_after) {
+      shut_down_http(kRetryAfterShutdownTimeout);
+    } else {
+      maybe_exit();
+    }
+  }
+
+  // net/http's Server.Shutdown: the listener closes, idle connections go, the rest when done.
+  void shut_down_http(std::chrono::microseconds timeout) {
+    stop_listening();
+    for (auto& w : sessions_) {
+      if (auto s = w.lock()) s->on_shutdown();
+    }
+    bound_timer_.expires_after(timeout);
+    bound_timer_.async_wait([this](beast::error_code e) {
+      if (!e) finish(exit_code_);
+    });
+    maybe_exit();
+  }
+
+  void stop_listening() {
+    if (stopped_listening_) return;
+    stopped_listening_ = true;
+    if (!listening_) return;
     beast::error_code ec;
     acceptor_.close(ec);
     lifecycle_.write("STOPPED_LISTENING");
-    for (auto& w : sessions_) {
-      if (auto s = w.lock(); s && !s->busy()) s->close();
-    }
-    if (!any_busy()) return finish(code);
-    timer_.expires_after(opts_.request_time + std::chrono::seconds(5));
-    timer_.async_wait([this, code](beast::error_code e) {
-      if (!e) finish(code);
-    });
+  }
+
+  void maybe_exit() {
+    if (drained_ && stopped_listening_ && open_sessions_ == 0) finish(exit_code_);
   }
 
   void finish(int code) {
-    for (auto& w : sessions_) {
-      if (auto s = w.lock()) s->close();
-    }
-    beast::error_code ec;
-    signals_.cancel(ec);
-    timer_.cancel();
-    lifecycle_.write("EXIT", fmt::format("{}", code));
-    io_.stop();
-  }
-
-  void stop(int code) {
+    if (finished_) return;
+    finished_ = true;
     exit_code_ = code;
-    beast::error_code ec;
-    acceptor_.close(ec);
-    lifecycle_.write("STOPPED_LISTENING");
     for (auto& w : sessions_) {
       if (auto s = w.lock()) s->close();
     }
+    beast::error_code ec;
     signals_.cancel(ec);
-    timer_.cancel();
+    startup_timer_.cancel();
+    delay_timer_.cancel();
+    bound_timer_.cancel();
     lifecycle_.write("EXIT", fmt::format("{}", code));
     io_.stop();
   }
@@ -405,14 +585,24 @@ class server {
   const options& opts_;
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
-  asio::steady_timer timer_;
+  asio::steady_timer startup_timer_;
+  asio::steady_timer delay_timer_;
+  asio::steady_timer bound_timer_;
   line_log signal_log_;
   line_log lifecycle_;
   line_log connections_;
+  line_log requests_;
   std::unique_ptr<ssl::context> tls_;
   std::list<std::weak_ptr<session>> sessions_;
+  unsigned open_sessions_ = 0;
+  unsigned in_flight_ = 0;
+  bool listening_ = false;
+  bool started_ = false;
   bool shutting_down_ = false;
-  bool closing_ = false;
+  bool not_accepting_ = false;
+  bool drained_ = false;
+  bool stopped_listening_ = false;
+  bool finished_ = false;
   int signals_seen_ = 0;
   int exit_code_ = 0;
   std::uint64_t revision_ = 1;
@@ -425,12 +615,64 @@ bool is_patch_type(std::string_view content_type) {
          type == "application/strategic-merge-patch+json" || type == "application/apply-patch+yaml";
 }
 
-// kube's Status body for a failed request.
-std::string status_body(std::string_view message, std::string_view reason, unsigned code) {
+// kube's Status body for a failed request; details is the JSON of its "details", if any.
+std::string status_body(std::string_view message, std::string_view reason, unsigned code,
+                        std::string_view details = {}) {
   return fmt::format(R"({{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure",)"
-                     R"("message":"{}","reason":"{}","code":{}}})"
+                     R"("message":"{}","reason":"{}",{}"code":{}}})"
                      "\n",
-                     message, reason, code);
+                     message, reason,
+                     details.empty() ? std::string() : fmt::format(R"("details":{},)", details),
+                     code);
+}
+
+// The resource a request under /api/ or /apis/ names, as GroupResource.String() writes it
+// ("namespaces", "deployments.apps"); empty for discovery paths.
+std::string qualified_resource(std::string_view path) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 1; start <= path.size();) {
+    const auto end = std::min(path.find('/', start), path.size());
+    if (end > start) parts.push_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  std::size_t first = 0;
+  std::string group;
+  if (parts.size() >= 2 && parts[0] == "api") {
+    first = 2;
+  } else if (parts.size() >= 3 && parts[0] == "apis") {
+    group = std::string(parts[1]);
+    first = 3;
+  }
+  if (first == 0 || parts.size() <= first) return {};
+  // namespaces/NS/RESOURCE/... names RESOURCE; namespaces/NS alone names namespaces.
+  std::size_t index = first;
+  if (parts[first] == "namespaces" && parts.size() > first + 2) index = first + 2;
+  const std::string resource(parts[index]);
+  return group.empty() ? resource : resource + "." + group;
+}
+
+void session::on_shutdown() {
+  if (idle()) return close();
+  if (busy_ || served_ > 0) return;  // a busy one closes after its answer
+  new_connection_timer_.expires_at(accepted_ + kNewConnectionGrace);
+  new_connection_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec && !self->busy_ && self->served_ == 0) self->close();
+  });
+}
+
+void session::close() {
+  service_timer_.cancel();
+  new_connection_timer_.cancel();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.socket().close(ec);
+  if (closed_) return;
+  closed_ = true;
+  if (counted_) {
+    counted_ = false;
+    server_.request_finished();
+  }
+  server_.session_closed();
 }
 
 void session::handshake() {
@@ -459,15 +701,18 @@ void session::handshake() {
 void session::read() {
   request_ = {};
   with_stream([this](auto& stream) {
-    http::async_read(stream, buffer_, request_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       if (ec) {
-                         self->close();
-                         return;
-                       }
-                       self->busy_ = true;
-                       self->respond();
-                     });
+    http::async_read(
+        stream, buffer_, request_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+          if (ec) {
+            self->close();
+            return;
+          }
+          self->busy_ = true;
+          self->server_.requests().write(
+              "READ", fmt::format("{} {}", std::string_view(self->request_.method_string()),
+                                  std::string_view(self->request_.target())));
+          self->respond();
+        });
   });
 }
 
@@ -487,53 +732,107 @@ bool session::authenticated() {
   return request_[http::field::authorization] == "Bearer " + trimmed(*token);
 }
 
+// The handler chain from the outside in, as DefaultBuildHandlerChain builds it: the shutdown's
+// filters (with_retry_after.go, then waitgroup.go), authentication, then the handlers.
 void session::respond() {
   std::string_view target = request_.target();
   const std::string_view path = target.substr(0, target.find('?'));
   const bool head = request_.method() == http::verb::head;
-  std::string body = "ok";
-  std::string content_type = "text/plain; charset=utf-8";
-  http::status status = http::status::ok;
+  response_ = {};
+  refusal_ = false;
+  if (!exempt_from_shutdown(path)) {
+    if (server_.refuses_requests()) {
+      refusal_ = true;
+      if (server_.opts().send_retry_after) {
+        response_.set(http::field::retry_after, "5");
+        response_.keep_alive(false);  // "Connection: close", tearing the connection down
+        return answer(http::status::too_many_requests, "text/plain; charset=utf-8",
+                      std::string(kRetryAfterMessage) + "\n");
+      }
+      response_.set(http::field::retry_after, "1");
+      return answer(http::status::service_unavailable, "application/json",
+                    status_body("apiserver is shutting down", "ServiceUnavailable", 503));
+    }
+    counted_ = true;
+    server_.request_started();
+  }
   std::string control;
   if (path == "/readyz" && !server_.opts().readyz_control.empty()) {
     control = trimmed(read_small_file(server_.opts().readyz_control).value_or(""));
   }
   static constexpr std::string_view kNodes = "/api/v1/nodes/";
+  static constexpr std::string_view kNamespaces = "/api/v1/namespaces/";
+  const bool etcd_backed = path.starts_with("/api/") || path.starts_with("/apis/");
   if (!authenticated()) {
-    status = http::status::unauthorized;
-    content_type = "application/json";
-    body = status_body("Unauthorized", "Unauthorized", 401);
-  } else if (request_.method() == http::verb::patch && path.starts_with(kNodes)) {
-    content_type = "application/json";
+    return answer(http::status::unauthorized, "application/json",
+                  status_body("Unauthorized", "Unauthorized", 401));
+  }
+  if (etcd_backed && !server_.etcd_available() && !qualified_resource(path).empty()) {
+    // InterpretGetError (and InterpretUpdateError) for an unreachable storage.
+    const auto resource = qualified_resource(path);
+    const std::string operation = request_.method() == http::verb::patch ? "update" : "get";
+    response_.set(http::field::retry_after, "2");
+    return answer(
+        http::status::internal_server_error, "application/json",
+        status_body(fmt::format("The {} operation against {} could not be completed at this "
+                                "time, please try again.",
+                                operation, resource),
+                    "ServerTimeout", 500,
+                    fmt::format(R"({{"name":"{}","kind":"{}","retryAfterSeconds":2}})", operation,
+                                resource)));
+  }
+  if (request_.method() == http::verb::patch && path.starts_with(kNodes)) {
     const auto node = path.substr(kNodes.size(), path.find('/', kNodes.size()) - kNodes.size());
     if (!is_patch_type(request_[http::field::content_type])) {
-      status = http::status::unsupported_media_type;
-      body = status_body(
-          "the body of the request was in an unknown format - accepted media types include: "
-          "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
-          "UnsupportedMediaType", 415);
-    } else {
-      body = fmt::format(
-          R"({{"kind":"Node","apiVersion":"v1","metadata":{{"name":"{}","resourceVersion":"{}"}}}})"
-          "\n",
-          node, server_.next_revision());
+      return answer(http::status::unsupported_media_type, "application/json",
+                    status_body("the body of the request was in an unknown format - accepted "
+                                "media types include: application/json-patch+json, "
+                                "application/merge-patch+json, application/apply-patch+yaml",
+                                "UnsupportedMediaType", 415));
     }
-  } else if (request_.method() != http::verb::get && !head) {
-    status = http::status::method_not_allowed;
-    body = "method not allowed";
-  } else if (path == "/readyz" && !server_.ready()) {
-    status = http::status::internal_server_error;
-    body = "[+]ping ok\n[+]log ok\n[-]shutdown failed: reason withheld\nreadyz check failed\n";
-  } else if (control == "hang") {
-    // Never answered: the session lives on this wait until close() cancels it.
-    service_timer_.expires_at(asio::steady_timer::time_point::max());
-    service_timer_.async_wait([self = shared_from_this()](beast::error_code) { self->close(); });
-    return;
-  } else if (control == "500") {
-    status = http::status::internal_server_error;
-    body = "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\nreadyz check failed\n";
+    return answer(
+        http::status::ok, "application/json",
+        fmt::format(
+            R"({{"kind":"Node","apiVersion":"v1","metadata":{{"name":"{}","resourceVersion":"{}"}}}})"
+            "\n",
+            node, server_.next_revision()));
   }
-  response_ = {};
+  if (request_.method() != http::verb::get && !head) {
+    return answer(http::status::method_not_allowed, "text/plain; charset=utf-8",
+                  "method not allowed");
+  }
+  if (path.starts_with(kNamespaces) &&
+      path.find('/', kNamespaces.size()) == std::string_view::npos &&
+      path.size() > kNamespaces.size()) {
+    const auto name = path.substr(kNamespaces.size());
+    return answer(http::status::ok, "application/json",
+                  fmt::format(R"({{"kind":"Namespace","apiVersion":"v1","metadata":{{"name":"{0}",)"
+                              R"("resourceVersion":"1","labels":{{"kubernetes.io/metadata.name":)"
+                              R"("{0}"}}}},"spec":{{"finalizers":["kubernetes"]}},)"
+                              R"("status":{{"phase":"Active"}}}})"
+                              "\n",
+                              name));
+  }
+  if (path == "/readyz") {
+    if (control == "hang") {
+      // Never answered: the session lives on this wait until close() cancels it.
+      service_timer_.expires_at(asio::steady_timer::time_point::max());
+      service_timer_.async_wait([self = shared_from_this()](beast::error_code) { self->close(); });
+      return;
+    }
+    auto state = server_.readyz();
+    if (control == "500") state.etcd = false;
+    const std::string body = readyz_body(state);
+    return answer(body == "ok" ? http::status::ok : http::status::internal_server_error,
+                  "text/plain; charset=utf-8", body);
+  }
+  answer(http::status::ok, "text/plain; charset=utf-8", "ok");
+}
+
+// Fills in the answer (headers set before it stay) and writes it, after --request-time unless it
+// is /readyz's or a refusal of the shutdown's.
+void session::answer(http::status status, std::string content_type, std::string body) {
+  const bool head = request_.method() == http::verb::head;
   response_.version(request_.version());
   response_.result(status);
   response_.set(http::field::server, "fake-apiserver");
@@ -547,7 +846,10 @@ void session::respond() {
     response_.body() = std::move(body);
     response_.prepare_payload();
   }
-  if (path == "/readyz" || server_.request_time().count() == 0) return write();
+  std::string_view target = request_.target();
+  if (refusal_ || target.starts_with("/readyz") || server_.request_time().count() == 0) {
+    return write();
+  }
   service_timer_.expires_after(server_.request_time());
   service_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (ec) return self->close();
@@ -556,15 +858,22 @@ void session::respond() {
 }
 
 void session::write() {
-  response_.keep_alive(request_.keep_alive() && !server_.closing() &&
+  response_.keep_alive(response_.keep_alive() && request_.keep_alive() && !server_.closing() &&
                        !server_.opts().close_connections);
   with_stream([this](auto& stream) {
     http::async_write(stream, response_,
                       [self = shared_from_this()](beast::error_code ec, std::size_t) {
                         self->busy_ = false;
+                        ++self->served_;
+                        self->server_.requests().write(
+                            "ANSWERED", fmt::format("{} {}", self->response_.result_int(),
+                                                    std::string_view(self->request_.target())));
+                        if (self->counted_) {
+                          self->counted_ = false;
+                          self->server_.request_finished();
+                        }
                         if (ec || !self->response_.keep_alive() || self->server_.closing()) {
                           self->close();
-                          self->server_.request_done();
                           return;
                         }
                         self->read();
@@ -576,10 +885,13 @@ void session::write() {
   fmt::print(stderr,
              "fake_apiserver: {}\n"
              "usage: fake_apiserver --listen=HOST:PORT [--port-file=PATH] [--pidfile=PATH]\n"
-             "         [--signal-log=PATH] [--lifecycle-log=PATH] [--shutdown-delay=DURATION]\n"
+             "         [--signal-log=PATH] [--lifecycle-log=PATH]\n"
+             "         [--shutdown-delay-duration=DURATION (alias --shutdown-delay)]\n"
+             "         [--shutdown-send-retry-after[=BOOL]] [--startup-listen-delay=DURATION]\n"
+             "         [--startup-ready-delay=DURATION] [--etcd-pidfile=PATH]\n"
              "         [--name=NAME] [--ignore-sigterm] [--exit-code=N] [--request-time=D]\n"
-             "         [--connection-log=PATH] [--readyz-control=PATH] [--token-file=PATH]\n"
-             "         [--close-connections]\n"
+             "         [--connection-log=PATH] [--request-log=PATH] [--readyz-control=PATH]\n"
+             "         [--token-file=PATH] [--close-connections]\n"
              "         [--tls-cert-file=PATH --tls-private-key-file=PATH [--client-ca-file=PATH\n"
              "          [--require-client-cert]]]\n",
              error);
@@ -595,6 +907,13 @@ options parse(int argc, char** argv) {
         return std::string(arg.substr(flag.size() + 1));
       }
       return std::nullopt;
+    };
+    // pflag also takes "--flag VALUE" for a flag that is not a bool.
+    auto pflag_value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (auto v = value(flag)) return v;
+      if (arg != flag) return std::nullopt;
+      if (i + 1 >= argc) usage(fmt::format("{} needs a value", flag));
+      return std::string(argv[++i]);
     };
     try {
       if (auto v = value("--listen")) {
@@ -612,8 +931,20 @@ options parse(int argc, char** argv) {
         o.signal_log = *v;
       } else if (auto v = value("--lifecycle-log")) {
         o.lifecycle_log = *v;
+      } else if (auto v = pflag_value("--shutdown-delay-duration")) {
+        o.shutdown_delay = parse_duration(*v);
       } else if (auto v = value("--shutdown-delay")) {
         o.shutdown_delay = parse_duration(*v);
+      } else if (arg == "--shutdown-send-retry-after") {
+        o.send_retry_after = true;
+      } else if (auto v = value("--shutdown-send-retry-after")) {
+        o.send_retry_after = parse_bool(*v);
+      } else if (auto v = value("--startup-listen-delay")) {
+        o.startup_listen_delay = parse_duration(*v);
+      } else if (auto v = value("--startup-ready-delay")) {
+        o.startup_ready_delay = parse_duration(*v);
+      } else if (auto v = value("--etcd-pidfile")) {
+        o.etcd_pidfile = *v;
       } else if (auto v = value("--request-time")) {
         o.request_time = parse_duration(*v);
       } else if (auto v = value("--name")) {
@@ -622,6 +953,8 @@ options parse(int argc, char** argv) {
         o.exit_code = std::stoi(*v);
       } else if (auto v = value("--connection-log")) {
         o.connection_log = *v;
+      } else if (auto v = value("--request-log")) {
+        o.request_log = *v;
       } else if (auto v = value("--tls-cert-file")) {
         o.tls_cert_file = *v;
       } else if (auto v = value("--tls-private-key-file")) {
