@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "apiserver/apiserver_flags.hpp"
 #include "report/shutdown_history.hpp"
 #include "util/boot_id.hpp"
 #include "util/build_version.hpp"
@@ -24,7 +25,6 @@ namespace {
 shutdown_sequence::settings sequence_settings(const config& cfg) {
   using d = shutdown_sequence::duration;
   return {.drain_delay = std::chrono::duration_cast<d>(cfg.drain_delay),
-          .signal_delay = std::chrono::duration_cast<d>(cfg.signal_delay),
           .exit_timeout = std::chrono::duration_cast<d>(cfg.exit_timeout),
           .has_target = cfg.target.any(),
           .wrapper = cfg.target.wrapper()};
@@ -54,14 +54,15 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       server_(io, status_, {},
               [this](const boost::asio::ip::address& from, bool ready) {
                 lb_.probe_answered(from, ready);
+                status_.last_probe = clock::now();
               }),
       control_(io, control_answers()),
-      kubelet_(cfg, log, status_.kubelet,
+      kubelet_(io, cfg, log, status_.kubelet,
                {.gone =
                     [this] {
                       runner_.feed([now = clock::now()](seq& s) { return s.kubelet_gone(now); });
                     },
-                .changed = [this] { notify_status(); }}),
+                .changed = [this] { kubelet_changed(); }}),
       target_(
           io, cfg, log, events, status_, runner_.sequence(),
           {.changed = [this] { notify_status(); },
@@ -75,7 +76,15 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
                  runner_.feed([now = clock::now(), why](seq& s) { return s.no_target(now, why); });
                },
            .running_again = [this] { runner_.feed([](seq& s) { return s.target_running(); }); },
-           .child_exited = [this](int code) { on_child_exit(code); }}),
+           .started =
+               [this] {
+                 runner_.feed([now = clock::now()](seq& s) { return s.target_started(now); });
+               },
+           .child_exited = [this](int code) { on_child_exit(code); },
+           .command_line =
+               [this](const std::vector<std::string>& argv, const std::string& source) {
+                 plan_from(argv, source, /*running=*/true);
+               }}),
       signals_(io, {.trigger = [this](int signal) { on_trigger_signal(signal); },
                     .stray = [this](int signal, bool own) { on_stray_signal(signal, own); }}),
       hold_timer_(io),
@@ -86,6 +95,10 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
   status_.events = &events;
   if (cfg.inhibit == inhibit_mode::off)
     status_.logind.inhibitor = logind_row::inhibitor_state::disabled;
+  status_.plan = signal_plan({.drain_delay = cfg.drain_delay,
+                              .exit_timeout = cfg.exit_timeout,
+                              .signal_delay = cfg.signal_delay,
+                              .has_target = cfg.target.any()});
   status_.kubelet = kubelet_outlook({.wrapper = cfg.target.wrapper(),
                                      .drain_delay = cfg.drain_delay,
                                      .hold_needed = status_.hold_needed,
@@ -103,16 +116,18 @@ void shutdown_shim::start() {
 
   server_.listen(cfg_.listen);
   status_.listener_bound = true;
-  events_.record(event_kind::Started, "start", "shutdown-shim started",
-                 {{"version", std::string(kVersion)},
-                  {"revision", std::string(kRevision)},
-                  {"listen", format_listen_addresses(cfg_.listen)},
-                  {"target", describe_target(cfg_.target)},
-                  {"signal", signal_name(cfg_.signal)},
-                  {"drain_delay", format_duration(cfg_.drain_delay)},
-                  {"signal_delay", format_duration(cfg_.signal_delay)},
-                  {"exit_timeout", format_duration(cfg_.exit_timeout)},
-                  {"upstream", cfg_.upstream.enabled() ? cfg_.upstream.url.text() : "none"}});
+  status_.listening_since = clock::now();
+  events_.record(
+      event_kind::Started, "start", "shutdown-shim started",
+      {{"version", std::string(kVersion)},
+       {"revision", std::string(kRevision)},
+       {"listen", format_listen_addresses(cfg_.listen)},
+       {"target", describe_target(cfg_.target)},
+       {"signal", signal_name(cfg_.signal)},
+       {"drain_delay", format_duration(cfg_.drain_delay)},
+       {"signal_delay", cfg_.signal_delay ? format_duration(*cfg_.signal_delay) : "planned"},
+       {"exit_timeout", format_duration(cfg_.exit_timeout)},
+       {"upstream", cfg_.upstream.enabled() ? cfg_.upstream.url.text() : "none"}});
   record_previous_shutdown();
   start_control();
 
@@ -174,7 +189,7 @@ status_snapshot shutdown_shim::snapshot() const {
       .sigterm_policy = seq::sigterm_forwarding(cfg_.forward_on_sigterm, cfg_.target.wrapper(),
                                                 logind_ != nullptr)
                             .why,
-      .signal_delay = cfg_.signal_delay,
+      .signal_delay = status_.plan.signal_delay(),
       .exit_timeout = cfg_.exit_timeout,
   };
   if (auto since = sequence.unready_since()) {
@@ -324,8 +339,8 @@ void shutdown_shim::on_trigger_signal(int signal) {
       seq::sigterm_forwarding(cfg_.forward_on_sigterm, cfg_.target.wrapper(), logind_ != nullptr);
   log_.notice("received " + cause, {{"forward", forwarding.why}});
   forward_why_ = forwarding.why;
-  runner_.feed([now = clock::now(), kind, cause, decision = forwarding.decision](seq& s) {
-    return s.trigger(now, kind, cause, decision);
+  runner_.feed([now = clock::now(), kind, cause, timing = timing(forwarding.decision)](seq& s) {
+    return s.trigger(now, kind, cause, timing);
   });
 }
 
@@ -335,8 +350,8 @@ void shutdown_shim::on_prepare_for_shutdown(bool active, const std::string& caus
   const auto decision = status_.kubelet.leaves_signal_to_kubelet()
                             ? seq::forward_decision::kubelet_signals
                             : seq::forward_decision::forward;
-  runner_.feed([now = clock::now(), cause, decision](seq& s) {
-    return s.trigger(now, seq::trigger_kind::prepare_for_shutdown, cause, decision);
+  runner_.feed([now = clock::now(), cause, timing = timing(decision)](seq& s) {
+    return s.trigger(now, seq::trigger_kind::prepare_for_shutdown, cause, timing);
   });
 }
 
@@ -354,17 +369,26 @@ void shutdown_shim::on_preparing_read(bool preparing) {
   }
   if (sequence.draining()) return;
   if (target_.resumable()) {
-    const auto resumed = target_.resume();
-    if (resumed) {
-      runner_.feed([now = clock::now(), r = *resumed](seq& s) {
-        return s.resume(now, r.unready_at, r.cause, r.running, r.left_to_kubelet);
-      });
-      // logind's list came before this answer: a kubelet gone while no shim ran owes its signal.
-      if (resumed->left_to_kubelet && kubelet_.listed() && !status_.kubelet.lock_pid()) {
-        runner_.feed([now = clock::now()](seq& s) { return s.kubelet_gone(now); });
-      }
-      return;
+    const auto r = target_.resume();
+    const auto decision = status_.kubelet.leaves_signal_to_kubelet()
+                              ? seq::forward_decision::kubelet_signals
+                              : seq::forward_decision::forward;
+    runner_.feed([now = clock::now(), hold = seq::resumed_hold{.unready_at = r.unready_at,
+                                                               .cause = r.cause,
+                                                               .target_running = r.running,
+                                                               .signalled = r.signalled,
+                                                               .left_to_kubelet = r.left_to_kubelet,
+                                                               .timing = timing(decision)}](
+                     seq& s) { return s.resume(now, hold); });
+    // kubelet restarted kube-apiserver while no shim ran: the new one is owed its signal.
+    if (r.signalled && r.unsignalled_running) {
+      runner_.feed([now = clock::now()](seq& s) { return s.target_started(now); });
     }
+    // logind's list came before this answer: a kubelet gone while no shim ran owes its signal.
+    if (r.left_to_kubelet && kubelet_.listed() && !status_.kubelet.kubelet_pid()) {
+      runner_.feed([now = clock::now()](seq& s) { return s.kubelet_gone(now); });
+    }
+    return;
   }
   on_prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
 }
@@ -426,6 +450,12 @@ void shutdown_shim::carry_out(const seq::action& a) {
       break;
     case kind::count_kubelet_signal:
       target_.leave_signal_to_kubelet();
+      break;
+    case kind::signal_restarted:
+      target_.signal_restarted();
+      break;
+    case kind::leave_restarted_to_kubelet:
+      target_.leave_restarted_to_kubelet();
       break;
     case kind::watch_target:
       target_.look_for_target();
@@ -577,6 +607,44 @@ void shutdown_shim::ask_system_state() {
   });
 }
 
+// Who signals the next shutdown and when, as the plan says now (issue 32).
+shutdown_sequence::signal_timing shutdown_shim::timing(seq::forward_decision decision) const {
+  const auto& plan = status_.kubelet.plan();
+  return {.decision = decision,
+          .signal_delay = std::chrono::duration_cast<seq::duration>(status_.plan.signal_delay()),
+          .kubelet_by = plan ? std::chrono::duration_cast<seq::duration>(plan->sigterm_latest)
+                             : seq::duration(0)};
+}
+
+// kube-apiserver's shutdown settings from a command line: the running target's, which wins, or
+// the manifest's until a target has run.
+void shutdown_shim::plan_from(const std::vector<std::string>& argv, const std::string& source,
+                              bool running) {
+  if (!running && plan_from_process_) return;
+  plan_from_process_ = plan_from_process_ || running;
+  if (!status_.plan.set_apiserver(read_apiserver_flags(argv), source)) return;
+  const auto lb = status_.lb_checks_shim(clock::now());
+  if (status_.plan.stops_accepting_early(lb)) {
+    log_.warning(status_.plan.line(lb));
+  } else {
+    log_.notice("signal plan: " + status_.plan.line(lb));
+  }
+  notify_status();
+}
+
+void shutdown_shim::kubelet_changed() {
+  const auto& plan = status_.kubelet.plan();
+  status_.plan.set_kubelet(
+      status_.kubelet.leaves_signal_to_kubelet() && plan
+          ? std::optional(signal_plan::kubelet_window{plan->sigterm_earliest, plan->sigterm_latest})
+          : std::nullopt);
+  const auto& manifest = status_.kubelet.manifest_command();
+  if (!manifest.empty()) {
+    plan_from(manifest, "--static-pod-manifest=" + cfg_.static_pod_manifest, /*running=*/false);
+  }
+  notify_status();
+}
+
 void shutdown_shim::on_child_exit(int code) {
   if (exit_pending_) finish({shim_outcome::kind::child_exited, code, {}});
 }
@@ -626,6 +694,7 @@ void shutdown_shim::finish(shim_outcome outcome) {
   hold_timer_.cancel();
   watchdog_timer_.cancel();
   target_.stop();
+  kubelet_.stop();
   if (upstream_) upstream_->stop();
   io_.stop();
 }

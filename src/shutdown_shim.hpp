@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/config.hpp"
 #include "control/control_routes.hpp"
@@ -79,6 +80,11 @@ class shutdown_shim {
   void on_trigger_signal(int signal);
   void on_stray_signal(int signal, bool own);
   void on_child_exit(int code);
+  void kubelet_changed();
+
+  // The signal plan (issue 32).
+  seq::signal_timing timing(seq::forward_decision decision) const;
+  void plan_from(const std::vector<std::string>& argv, const std::string& source, bool running);
 
   // The control socket (issue 23): status and drills, for root on the node.
   void start_control();
@@ -120,6 +126,7 @@ class shutdown_shim {
   std::chrono::microseconds watchdog_period_{0};
   std::unique_ptr<upstream_check> upstream_;
   bool ready_notified_ = false;
+  bool plan_from_process_ = false;  // the plan's settings came from a running target
   bool exit_pending_ = false;
   // For the Restart record: what PID 1 said (empty: not asked) and why a SIGTERM is passed on.
   std::string system_state_;

@@ -488,7 +488,8 @@ std::string usage_text(std::span<const subcommand> commands) {
       "Flags:\n"
       "  --listen=HOST:PORT           HTTP listener, repeatable; IPv6 as [::]:6080 (default {})\n"
       "  --drain-delay=DURATION       stay unready this long once shutdown starts (default {})\n"
-      "  --signal-delay=DURATION      wait this long after going unready to signal (default {})\n"
+      "  --signal-delay=DURATION      signal this long after going unready (default: the drain\n"
+      "                               minus kube-apiserver's --shutdown-delay-duration, or 0)\n"
       "  --exit-timeout=DURATION      hold at most this long after the drain for the exit (default "
       "{})\n"
       "  --signal=NAME                signal for the target: TERM, SIGINT, 15... (default {})\n"
@@ -524,19 +525,19 @@ std::string usage_text(std::span<const subcommand> commands) {
       "  --upstream-token-file=PATH   send Authorization: Bearer with this file's token\n"
       "  --kubelet-config=PATH        kubelet's config file: when its graceful node shutdown\n"
       "                               stops and kills kube-apiserver (default: not read)\n"
-      "  --static-pod-manifest=PATH   kube-apiserver's static pod: its priority for kubelet;\n"
-      "                               with both, the shim leaves the signal to kubelet when\n"
-      "                               kubelet stops it first (default: not read)\n"
+      "  --static-pod-manifest=PATH   kube-apiserver's static pod (its priority for kubelet), or\n"
+      "                               kubelet's static pod directory (etcd's too); with both,\n"
+      "                               the shim leaves the signal to kubelet when kubelet stops\n"
+      "                               it (default: not read)\n"
       "  -h, --help                   show this help and exit\n"
       "  --version                    show the version and exit\n"
       "\n"
       "DURATION is Go syntax (70s, 1m30s, 250ms, 1.5h, 0), at most {}.\n"
       "Flags take --flag=value or --flag value.\n",
       names, commands_help(commands), listen_default, format_duration(d.drain_delay),
-      format_duration(d.signal_delay), format_duration(d.exit_timeout),
-      signal_name(d.signal).substr(3), d.logind_conf_dir, kDefaultStateDir,
-      format_duration(d.upstream.interval), format_duration(d.upstream.timeout), d.upstream.fall,
-      d.upstream.rise, format_duration(kMaxFlagDuration));
+      format_duration(d.exit_timeout), signal_name(d.signal).substr(3), d.logind_conf_dir,
+      kDefaultStateDir, format_duration(d.upstream.interval), format_duration(d.upstream.timeout),
+      d.upstream.fall, d.upstream.rise, format_duration(kMaxFlagDuration));
 }
 
 }  // namespace shim

@@ -27,7 +27,9 @@ struct config {
 
   std::vector<listen_address> listen{{"0.0.0.0", 6080}};
   std::chrono::nanoseconds drain_delay = std::chrono::seconds(70);
-  std::chrono::nanoseconds signal_delay{0};
+  // --signal-delay, when given; else the shim plans the signal from kube-apiserver's own shutdown
+  // delay (apiserver/signal_plan.hpp).
+  std::optional<std::chrono::nanoseconds> signal_delay;
   std::chrono::nanoseconds exit_timeout = std::chrono::seconds(65);
   int signal = 15;  // SIGTERM
   target_spec target;
@@ -46,8 +48,8 @@ struct config {
   // --upstream-readyz.
   upstream_settings upstream;
   // kubelet's graceful node shutdown (issue 13): kubelet's config file and kube-apiserver's static
-  // pod manifest, read to work out what kubelet does to kube-apiserver at a shutdown; empty: not
-  // read (kubelet's lock is still looked for).
+  // pod manifest (or kubelet's static pod directory, for etcd's too), read to work out what kubelet
+  // does to kube-apiserver at a shutdown; empty: not read (kubelet's lock is still looked for).
   std::string kubelet_config;
   std::string static_pod_manifest;
 };

@@ -43,9 +43,8 @@ std::string next_shutdown(const status_snapshot& s) {
       st.kubelet.leaves_signal_to_kubelet()
           ? "kubelet's graceful node shutdown sends the target its signal; the shim sends none"
           : fmt::format("the shim sends {} {}", s.signal,
-                        s.signal_delay.count() == 0
-                            ? std::string("at once")
-                            : "after --signal-delay " + format_duration(s.signal_delay));
+                        s.signal_delay.count() == 0 ? std::string("at once")
+                                                    : "at +" + format_duration(s.signal_delay));
   return fmt::format(
       "{}; the reboot is held for the drain-delay {} and then up to --exit-timeout {} for the "
       "target's exit ({} in all)",
@@ -133,6 +132,16 @@ std::string status_json(const status_snapshot& s) {
   str("summary", next_shutdown(s));
   str("shim_sigterm", s.sigterm_policy);
   if (st.kubelet.applies()) str("kubelet", st.kubelet.summary());
+  if (st.plan.applies()) {
+    const auto lb = st.lb_checks_shim(std::chrono::steady_clock::now());
+    str("signal_plan", st.plan.line(lb));
+    if (const auto& api = st.plan.apiserver()) {
+      num("apiserver_shutdown_delay_seconds", api->delay);
+      raw("apiserver_send_retry_after", api->send_retry_after ? "true" : "false");
+    }
+    raw("apiserver_stops_accepting_early", st.plan.stops_accepting_early(lb) ? "true" : "false");
+    if (lb) raw("lb_checks_shim", *lb ? "true" : "false");
+  }
   out += '}';
   raw("hold", "{");
   num("drain_delay_seconds", st.drain_delay);

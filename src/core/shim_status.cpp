@@ -16,6 +16,12 @@ std::optional<std::string> shim_status::logind_delay_warning() const {
   return logind.delay_warning(hold_needed);
 }
 
+std::optional<bool> shim_status::lb_checks_shim(std::chrono::steady_clock::time_point now) const {
+  if (last_probe && now - *last_probe <= kLbProbeWindow) return true;
+  if (!listening_since || now - *listening_since < kLbProbeWindow) return std::nullopt;
+  return false;
+}
+
 namespace {
 
 // Every detail shown in /readyz?verbose and STATUS= goes through one_line(): a D-Bus error text
@@ -75,7 +81,7 @@ std::string drill_detail(const shim_status& s) {
 }
 
 // In the order /readyz?verbose lists them.
-constexpr std::array<check_def, 9> kChecks{{
+constexpr std::array<check_def, 10> kChecks{{
     {"listener", always, [](const shim_status& s) { return s.listener_bound; },
      [](const shim_status& s) { return std::string(s.listener_bound ? "" : "not bound yet"); }},
     // Fails only until the first attempt has finished: a lock that cannot be taken (auto mode) or
@@ -112,6 +118,11 @@ constexpr std::array<check_def, 9> kChecks{{
     {"upstream", [](const shim_status& s) { return s.upstream.has_value(); },
      [](const shim_status& s) { return s.upstream->passed(); },
      [](const shim_status& s) { return s.upstream->detail(); }},
+    // Informational, like kubelet-shutdown: who sends the next shutdown's SIGTERM, and when.
+    {"signal-plan", [](const shim_status& s) { return s.plan.applies(); }, always,
+     [](const shim_status& s) {
+       return s.plan.line(s.lb_checks_shim(std::chrono::steady_clock::now()));
+     }},
     // Informational: what kubelet will do is a fact about the next shutdown, not a reason to leave
     // the load balancer now.
     {"kubelet-shutdown", [](const shim_status& s) { return s.kubelet.applies(); }, always,
@@ -161,6 +172,7 @@ std::string status_line(const shim_status& status) {
                           ? std::string("--inhibit=off")
                           : one_line(status.logind.inhibitor_detail, kMaxCheckDetail)) +
                      ")";
+    if (status.plan.applies()) text += "; next shutdown: " + status.plan.headline();
   } else {
     text = "unready";
   }
@@ -172,6 +184,12 @@ std::string status_line(const shim_status& status) {
   if (status.logind_delay_too_short()) text += "; WARNING: logind InhibitDelayMaxSec too short";
   if (status.kubelet.cuts_drain()) text += "; WARNING: kubelet's SIGKILL cuts the drain";
   if (status.kubelet.second_signal()) text += "; WARNING: kubelet may send a second SIGTERM";
+  if (status.kubelet.stops_etcd_with_apiserver() == true) {
+    text += "; WARNING: kubelet stops etcd with kube-apiserver";
+  }
+  if (status.plan.stops_accepting_early(status.lb_checks_shim(std::chrono::steady_clock::now()))) {
+    text += "; WARNING: kube-apiserver stops accepting before the load balancer has drained";
+  }
   return one_line(text, kMaxStatusLine);
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "apiserver/signal_plan.hpp"
 #include "kubelet/kubelet_outlook.hpp"
 #include "logind/logind_row.hpp"
 #include "report/previous_shutdown.hpp"
@@ -56,6 +57,15 @@ struct shim_status {
 
   // What kubelet's graceful node shutdown will do to kube-apiserver (the check kubelet-shutdown).
   kubelet_outlook kubelet;
+
+  // When the one SIGTERM goes, from kube-apiserver's own shutdown delay (the check signal-plan).
+  signal_plan plan;
+  // Probes of /readyz from TCP peers (issue 32): a load balancer checks the shim when one probed in
+  // the last kLbProbeWindow; known once the listener has answered that long.
+  static constexpr std::chrono::seconds kLbProbeWindow{60};
+  std::optional<std::chrono::steady_clock::time_point> listening_since;
+  std::optional<std::chrono::steady_clock::time_point> last_probe;
+  std::optional<bool> lb_checks_shim(std::chrono::steady_clock::time_point now) const;
 
   std::chrono::nanoseconds drain_delay{0};
   std::chrono::nanoseconds hold_needed{0};  // drain-delay + exit-timeout

@@ -60,7 +60,7 @@ shutdown_sequence::forwarding shutdown_sequence::sigterm_forwarding(forward_poli
 
 shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_kind kind,
                                                       const std::string& cause,
-                                                      forward_decision decision) {
+                                                      const signal_timing& timing) {
   actions out;
   const bool from_signal = kind != trigger_kind::prepare_for_shutdown;
   if (phase_ == phase::drilling) {
@@ -68,9 +68,9 @@ shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_ki
     // drill began, so the drain is counted from then.
     const time_point since = unready_at_;
     end_drill("shutdown", out);
-    start(now, since, kind, cause, decision, out);
+    start(now, since, kind, cause, timing, out);
   } else if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
-    start(now, now, kind, cause, decision, out);
+    start(now, now, kind, cause, timing, out);
   } else {
     // One signal per shutdown: later triggers are logged, never forwarded again.
     out.push_back(note(cause + " while already shutting down: not forwarding again"));
@@ -88,8 +88,10 @@ shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_ki
 }
 
 void shutdown_sequence::start(time_point now, time_point since, trigger_kind kind,
-                              const std::string& cause, forward_decision decision, actions& out) {
+                              const std::string& cause, const signal_timing& timing, actions& out) {
+  const forward_decision decision = timing.decision;
   phase_ = phase::holding;
+  timing_ = timing;
   unready_at_ = since;
   // A shutdown that takes over a drill may find the drain served: the target still gets its
   // exit-timeout from now, when its signal goes (ShutdownSequence.AShutdownAfterTheDrainServed...).
@@ -184,25 +186,27 @@ shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool 
   return out;
 }
 
-shutdown_sequence::actions shutdown_sequence::resume(time_point now, time_point unready_at,
-                                                     const std::string& cause, bool target_running,
-                                                     bool left_to_kubelet) {
+shutdown_sequence::actions shutdown_sequence::resume(time_point now, const resumed_hold& hold) {
   actions out;
   if (phase_ == phase::drilling) end_drill("shutdown", out);
   if (phase_ != phase::idle && phase_ != phase::awaiting_target) return out;
   phase_ = phase::holding;
-  unready_at_ = std::min(unready_at, now);
+  timing_ = hold.timing;
+  unready_at_ = std::min(hold.unready_at, now);
   exit_timeout_from_ = later(unready_at_, settings_.drain_delay);
   stop_requested_ = false;
   decision_ = decision_state::forward;
-  kubelet_signals_ = left_to_kubelet;
-  signal_sent_ = true;
+  kubelet_signals_ =
+      hold.signalled ? hold.left_to_kubelet : timing_.decision == forward_decision::kubelet_signals;
+  signal_sent_ = hold.signalled;
   signal_missed_ = false;
   drain_elapsed_ = false;
-  target_gone_ = !target_running;
-  out.push_back(unready("resuming the hold of a shutdown an earlier run signalled for (" + cause +
-                            "): no second signal",
-                        cause, unready_at_, event_kind::ShutdownResumed));
+  target_gone_ = !hold.target_running;
+  out.push_back(
+      unready("resuming the hold of a shutdown an earlier run " +
+                  std::string(hold.signalled ? "signalled for" : "held, its signal still to come") +
+                  " (" + hold.cause + "): no second signal",
+              hold.cause, unready_at_, event_kind::ShutdownResumed));
   advance(now, out);
   return out;
 }
@@ -292,12 +296,48 @@ shutdown_sequence::actions shutdown_sequence::target_running() {
   return out;
 }
 
+shutdown_sequence::actions shutdown_sequence::target_started(time_point now) {
+  actions out;
+  // Before the signal, the signal finds it at its time; after the hold, the reboot is under way.
+  if (phase_ != phase::holding || !signal_sent_ || !settings_.has_target || settings_.wrapper) {
+    return out;
+  }
+  target_gone_ = false;
+  signal_missed_ = false;
+  if (kubelet_signals_ && now < later(unready_at_, timing_.kubelet_by)) {
+    // kubelet restarted it before its group's turn, and stops it then, as it stops the first.
+    out.push_back(
+        note("a target that did not have the signal runs again before kubelet's SIGTERM "
+             "time: kubelet sends it its signal, the shim none"));
+    out.push_back(make(kind::leave_restarted_to_kubelet));
+  } else {
+    out.push_back(
+        note("a target that did not have the signal runs again during the hold: it gets its one "
+             "signal now, and the hold waits for it"));
+    out.push_back(make(kind::signal_restarted));
+  }
+  advance(now, out);
+  return out;
+}
+
 shutdown_sequence::actions shutdown_sequence::kubelet_gone(time_point now) {
   actions out;
   if (phase_ != phase::holding || !kubelet_signals_ || !signal_sent_ || target_gone_) return out;
+  const time_point by = later(later(unready_at_, timing_.kubelet_by), kKubeletSignalPath);
+  if (now >= by) {
+    // kubelet closes its lock when its last group's timer fires, while the runtime's SIGKILL of a
+    // pod of that group is still to land: a lock gone then is kubelet done, not kubelet gone.
+    out.push_back(
+        note("kubelet went after its SIGTERM time: its signal went; the shim sends none (a second "
+             "SIGTERM makes kube-apiserver exit at once)",
+             event_kind::KubeletGone));
+    return out;
+  }
   kubelet_signals_ = false;
   out.push_back(
-      note("kubelet's lock went away before the target exited: the shim sends the signal itself"));
+      note("kubelet went before its SIGTERM time and before the target exited: the shim sends the "
+           "signal itself",
+           event_kind::KubeletGone));
   out.push_back(make(kind::forward_signal));
   advance(now, out);
   return out;
@@ -384,7 +424,7 @@ void shutdown_sequence::advance(time_point now, actions& out) {
   if (phase_ != phase::holding) return;
   // kubelet's signal comes on kubelet's time, not after --signal-delay: counted at once.
   if (!signal_sent_ && decision_ == decision_state::forward &&
-      (kubelet_signals_ || now >= later(unready_at_, settings_.signal_delay))) {
+      (kubelet_signals_ || now >= later(unready_at_, timing_.signal_delay))) {
     signal_sent_ = true;
     if (settings_.has_target) {
       out.push_back(make(kubelet_signals_ ? kind::count_kubelet_signal : kind::forward_signal));
@@ -414,7 +454,7 @@ std::optional<shutdown_sequence::time_point> shutdown_sequence::next_deadline() 
     if (!next || t < *next) next = t;
   };
   if (!signal_sent_ && decision_ == decision_state::forward && !kubelet_signals_) {
-    consider(later(unready_at_, settings_.signal_delay));
+    consider(later(unready_at_, timing_.signal_delay));
   }
   if (!drain_elapsed_) {
     consider(later(unready_at_, settings_.drain_delay));

@@ -21,8 +21,9 @@ namespace shim {
 //
 // State: a phase, plus what is known about the current shutdown. Only `holding` uses all of it:
 //   decision_      pending until the forwarding of a shim SIGTERM is decided (ask_system_state)
+//   timing_        who signals this shutdown and when (signal_plan, at the trigger)
 //   kubelet_signals_ kubelet sends this shutdown's signal: count_kubelet_signal, at once, instead
-//                  of forward_signal after --signal-delay; cleared when kubelet's lock goes first
+//                  of forward_signal after the signal delay; cleared when kubelet goes first
 //   signal_sent_   the forward_signal (count_kubelet_signal) action was given (or, resumed, an
 //                  earlier run sent it)
 //   signal_missed_ ...but no target was there to get it (no_target)
@@ -39,8 +40,14 @@ namespace shim {
 //   idle         target_exited    -> wrapper only: become_unready, exit; released
 //   holding      trigger (again)  -> note (never a second signal); a signal: notify_stopping
 //   holding      system_state     -> forward, or skip: release_inhibitor, exit; released
-//   holding      kubelet_gone     -> kubelet counted, the target not gone: note, forward_signal at
-//                                    once (the shim's one signal); otherwise nothing
+//   holding      kubelet_gone     -> kubelet counted, the target not gone: before kubelet's SIGTERM
+//                                    time (+ its path to the runtime) forward_signal at once (the
+//                                    shim's one signal), after it none (kubelet's went);
+//                                    KubeletGone
+//   holding      target_started   -> after the signal: a target that did not have it runs again;
+//                                    signal_restarted (before kubelet's SIGTERM time:
+//                                    leave_restarted_to_kubelet),
+//                                    and the hold waits for it as for the first
 //   holding      timer/exit/none  -> advance: forward_signal (or count_kubelet_signal),
 //                                    DrainElapsed, release_inhibitor
 //                                    [, exit]; released
@@ -72,7 +79,6 @@ class shutdown_sequence {
 
   struct settings {
     duration drain_delay{};
-    duration signal_delay{};
     duration exit_timeout{};
     bool has_target = false;  // with none, the shim only flips readiness and holds
     bool wrapper = false;     // the target is the shim's child: its exit ends the shim
@@ -93,6 +99,30 @@ class shutdown_sequence {
   // there is no bus to ask).
   static forwarding sigterm_forwarding(forward_policy policy, bool wrapper, bool uses_bus);
 
+  // Who sends a shutdown's signal and when, as the daemon plans it at the trigger (signal_plan:
+  // from kube-apiserver's own shutdown delay, or --signal-delay; issue 32).
+  struct signal_timing {
+    forward_decision decision = forward_decision::forward;
+    duration signal_delay{};  // the shim's signal, this long after the unready moment
+    // kubelet_signals: kubelet's SIGTERM comes by then. Its lock gone earlier is a kubelet that did
+    // not send it; gone later, one that did (it closes its lock when its last group's timer fires,
+    // before the runtime's SIGKILL lands).
+    duration kubelet_by{};
+  };
+  // kubelet's path from its group's turn to the runtime's kill (pod worker, CRI StopContainer):
+  // its SIGTERM may reach the target this long after kubelet_by.
+  static constexpr std::chrono::seconds kKubeletSignalPath{1};
+
+  // What the record of an earlier run says of the shutdown it held (resume()).
+  struct resumed_hold {
+    time_point unready_at{};
+    std::string cause;
+    bool target_running = false;   // a target process runs, signalled or not
+    bool signalled = true;         // the earlier run sent its signal, or counted kubelet's
+    bool left_to_kubelet = false;  // ...kubelet's, so that kubelet_gone() still gives the shim's
+    signal_timing timing{};        // for a signal still to come, and kubelet's time
+  };
+
   struct action {
     enum class kind {
       become_unready,        // message: why; event: ShutdownInitiated, ShutdownResumed, Restart
@@ -104,8 +134,11 @@ class shutdown_sequence {
       ask_system_state,      // is PID 1's manager stopping? answer with system_state()
       forward_signal,        // resolve the target now and send it the signal
       count_kubelet_signal,  // resolve the target now and count it as signalled, by kubelet
-      watch_target,          // re-resolve until a target runs again, then call target_running()
-      arm_timer,             // at: call timer_expired() then; replaces the previous timer
+      signal_restarted,      // send the one signal to targets that had none (never to one that
+                             // had it or was left to kubelet)
+      leave_restarted_to_kubelet,  // count kubelet's signal for targets that had none
+      watch_target,  // re-resolve until a target runs again, then call target_running()
+      arm_timer,     // at: call timer_expired() then; replaces the previous timer
       cancel_timer,
       release_inhibitor,  // close the lock fd; message: why, when no shutdown goes on (a SIGTERM
                           // not passed on), else empty
@@ -133,25 +166,29 @@ class shutdown_sequence {
   explicit shutdown_sequence(settings s) : settings_(s) {}
 
   actions trigger(time_point now, trigger_kind kind, const std::string& cause,
-                  forward_decision decision);
+                  const signal_timing& timing);
   actions system_state(time_point now, bool stopping, const std::string& state);
-  // A restarted shim finds the shutdown it signalled for still under way (its state file and
-  // logind's PreparingForShutdown): hold on from unready_at, without a second signal.
-  // left_to_kubelet: the earlier run counted kubelet's signal and sent none, so kubelet_gone()
-  // still gives the shim's.
-  actions resume(time_point now, time_point unready_at, const std::string& cause,
-                 bool target_running, bool left_to_kubelet);
+  // A restarted shim finds the shutdown it held still under way (its state file and logind's
+  // PreparingForShutdown): hold on from the recorded unready moment, without a second signal; a
+  // signal the earlier run had not sent yet goes at its time.
+  actions resume(time_point now, const resumed_hold& hold);
   actions cancel(const std::string& cause);
   // The forward_signal action found no target (none running, or all had exited).
   actions no_target(time_point now, const std::string& why);
   // Every target process has exited.
   actions target_exited(time_point now, const std::string& detail);
   actions target_running();
+  // During a hold, a target process that did not have this shutdown's signal runs (kubelet
+  // restarted kube-apiserver; the edge found it). Once the signal time has passed it gets its one
+  // signal at once, so that it never turns ready behind the load balancer, and the hold waits for
+  // it as for the first, within the same bound.
+  actions target_started(time_point now);
   actions timer_expired(time_point now);
-  // kubelet's delay lock is no longer listed. When this hold counted kubelet's signal and the
-  // target still runs, kubelet will not send it now (it crashed, was stopped or gave up before its
-  // group's turn), so the shim sends its own, at once. A kubelet that signalled and then went is
-  // not told apart: its signal cannot be seen (see kubelet_outlook.hpp).
+  // The kubelet that was to send this hold's signal is gone (its lock went and its process is not
+  // known to run). When the target still runs: before kubelet's SIGTERM time (+ its path to the
+  // runtime) kubelet did not send it (it crashed, was stopped), so the shim sends its own at once;
+  // after it, kubelet's went (kubelet closes its lock when its last group's timer fires, before the
+  // runtime's SIGKILL lands): none (issue 32).
   actions kubelet_gone(time_point now);
 
   // A drill (issue 23): unready for `length` as at a shutdown, nothing else. Only from idle; the
@@ -184,7 +221,7 @@ class shutdown_sequence {
 
   // since: the moment the drain is counted from (now, or a drill's start).
   void start(time_point now, time_point since, trigger_kind kind, const std::string& cause,
-             forward_decision decision, actions& out);
+             const signal_timing& timing, actions& out);
   void decide(bool forward, const std::string& why, actions& out);
   action record_start(std::string message, event_kind event) const;
   void advance(time_point now, actions& out);
@@ -202,6 +239,7 @@ class shutdown_sequence {
   bool kubelet_signals_ = false;
   bool signal_sent_ = false;
   bool signal_missed_ = false;
+  signal_timing timing_;
   bool drain_elapsed_ = false;
   bool target_gone_ = false;
   bool exit_requested_ = false;

@@ -110,8 +110,8 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
                 "Unix time at which the current drain started, 0 if none.", start);
   append_metric(out, "shutdown_shim_drain_delay_seconds", "gauge",
                 "How long a shutdown keeps the node unready, counted from the moment it turns "
-                "unready; the target's signal goes out --signal-delay into it, then the drain "
-                "runs on until it has elapsed.",
+                "unready; the target's signal goes out shutdown_shim_signal_delay_seconds into "
+                "it, then the drain runs on until it has elapsed.",
                 seconds(status.drain_delay));
   append_metric(out, "shutdown_shim_hold_needed_seconds", "gauge",
                 "How long the shim needs to hold a shutdown: drain delay plus exit timeout.",
@@ -159,6 +159,36 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
                 "Always 0 when the plan is known (the shim then leaves the signal to kubelet) and "
                 "in wrapper mode.",
                 status.kubelet.second_signal() ? 1 : 0);
+  // The signal plan (issue 32); unknown is absent.
+  if (const auto etcd = status.kubelet.stops_etcd_with_apiserver()) {
+    append_metric(out, "shutdown_shim_kubelet_stops_etcd_with_apiserver", "gauge",
+                  "Whether kubelet's graceful node shutdown stops etcd no later than "
+                  "kube-apiserver (1), so that requests needing etcd fail during its drain; absent "
+                  "without kubelet's plan and etcd's manifest.",
+                  *etcd ? 1 : 0);
+  }
+  if (status.plan.applies() && !status.plan.kubelet_signals()) {
+    append_metric(out, "shutdown_shim_signal_delay_seconds", "gauge",
+                  "When the shim's SIGTERM goes at the next shutdown, from the unready moment "
+                  "(--signal-delay, or the drain minus kube-apiserver's own shutdown delay); "
+                  "absent when kubelet sends it.",
+                  seconds(status.plan.signal_delay()));
+  }
+  if (const auto& api = status.plan.apiserver(); api && status.plan.applies()) {
+    append_metric(out, "shutdown_shim_apiserver_shutdown_delay_seconds", "gauge",
+                  "kube-apiserver's --shutdown-delay-duration, from its command line or its "
+                  "manifest; absent while not known.",
+                  seconds(api->delay));
+    append_metric(
+        out, "shutdown_shim_apiserver_stops_accepting_early", "gauge",
+        "Whether kube-apiserver stops accepting before the load balancer can have drained it "
+        "(1): kubelet's SIGTERM or --signal-delay too early, or a load balancer that checks "
+        "kube-apiserver itself and a --shutdown-delay-duration shorter than the drain; absent "
+        "while its delay is not known. See the check signal-plan.",
+        status.plan.stops_accepting_early(status.lb_checks_shim(std::chrono::steady_clock::now()))
+            ? 1
+            : 0);
+  }
   fmt::format_to(std::back_inserter(out),
                  "# HELP shutdown_shim_signals_forwarded_total Signals sent to the target.\n"
                  "# TYPE shutdown_shim_signals_forwarded_total counter\n"

@@ -22,8 +22,11 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
 
 void kubelet_outlook::set_files(const result<kubelet_shutdown_config>& config,
                                 const result<static_pod_priority>& manifest,
-                                std::optional<std::uint64_t> kubelet_dropin_usec) {
+                                std::optional<std::uint64_t> kubelet_dropin_usec,
+                                const std::optional<static_pod_priority>& etcd) {
   file_plan_.reset();
+  etcd_plan_.reset();
+  manifest_command_ = manifest ? manifest.value().command : std::vector<std::string>{};
   file_error_.clear();
   dropin_usec_ = kubelet_dropin_usec;
   if (!config) file_error_ = config.error();
@@ -33,6 +36,7 @@ void kubelet_outlook::set_files(const result<kubelet_shutdown_config>& config,
   // Only the manifest says that kube-apiserver is kubelet's static pod at all, and in which group.
   if (file_error_.empty() && settings_.config_given && settings_.manifest_given) {
     file_plan_ = plan_kubelet_stop(config.value(), manifest.value());
+    if (etcd) etcd_plan_ = plan_kubelet_stop(config.value(), *etcd);
   }
   update();
 }
@@ -42,7 +46,53 @@ void kubelet_outlook::set_lock(std::optional<std::uint32_t> kubelet_pid) {
   update();
 }
 
-void kubelet_outlook::update() { active_plan_ = lock_pid_ ? file_plan_ : std::nullopt; }
+void kubelet_outlook::set_lockless(std::optional<std::uint32_t> kubelet_pid) {
+  lockless_pid_ = kubelet_pid;
+  update();
+}
+
+void kubelet_outlook::update() { active_plan_ = kubelet_pid() ? file_plan_ : std::nullopt; }
+
+std::optional<bool> kubelet_outlook::stops_etcd_with_apiserver() const {
+  if (!active_plan_ || !etcd_plan_) return std::nullopt;
+  return etcd_plan_->group_index <= active_plan_->group_index;
+}
+
+// etcd's group against kube-apiserver's, and the settings that give kube-apiserver a group of its
+// own before etcd's.
+std::string kubelet_outlook::etcd_words() const {
+  const auto& api = *active_plan_;
+  const auto& etcd = *etcd_plan_;
+  const std::string where =
+      etcd.group_index == api.group_index
+          ? fmt::format("in kube-apiserver's group (group {} of {}), together with it",
+                        api.group_index + 1, api.groups.size())
+          : fmt::format("in group {} of {}, before kube-apiserver's ({})", etcd.group_index + 1,
+                        api.groups.size(), api.group_index + 1);
+  const std::int64_t hold = std::chrono::ceil<std::chrono::seconds>(settings_.hold_needed).count();
+  const std::int64_t etcd_grace = etcd.groups[etcd.group_index].grace_seconds;
+  std::string fix;
+  if (etcd.pod_priority > api.pod_priority) {
+    fix = fmt::format(
+        "give etcd a group after kube-apiserver's: kubelet's shutdownGracePeriodByPodPriority "
+        "with {{priority: {}, shutdownGracePeriodSeconds: {}}} and {{priority: {}, "
+        "shutdownGracePeriodSeconds: {}}}",
+        api.pod_priority, hold, etcd.pod_priority, etcd_grace);
+  } else {
+    // The same priority (kubeadm's 2000001000 for both): kube-apiserver's must go down, to the
+    // other system class's, since a mirror pod's priority must match its class.
+    fix = fmt::format(
+        "give kube-apiserver a group of its own before etcd's: its manifest's priorityClassName: "
+        "system-cluster-critical with priority: {} (kubeadm: a patch in --patches), and kubelet's "
+        "shutdownGracePeriodByPodPriority with {{priority: {}, shutdownGracePeriodSeconds: {}}} "
+        "and {{priority: {}, shutdownGracePeriodSeconds: {}}}",
+        kSystemCriticalPriority, kSystemCriticalPriority, hold, etcd.pod_priority, etcd_grace);
+  }
+  return fmt::format(
+      "kubelet stops etcd (priority {}) {}: every request kube-apiserver needs etcd for fails "
+      "during its drain; {}",
+      etcd.pod_priority, where, fix);
+}
 
 bool kubelet_outlook::leaves_signal_to_kubelet() const {
   return !settings_.wrapper && active_plan_.has_value();
@@ -54,7 +104,7 @@ bool kubelet_outlook::cuts_drain() const {
 }
 
 bool kubelet_outlook::second_signal() const {
-  return !settings_.wrapper && lock_pid_ && !active_plan_;
+  return !settings_.wrapper && kubelet_pid() && !active_plan_;
 }
 
 std::string kubelet_outlook::plan_words() const {
@@ -139,7 +189,7 @@ std::string kubelet_outlook::cut_words() const {
 
 std::string kubelet_outlook::summary() const {
   std::string text;
-  if (!lock_pid_) {
+  if (!kubelet_pid()) {
     text =
         "kubelet holds no graceful-node-shutdown lock (not running, or its shutdown manager did "
         "not start): the shim signals kube-apiserver itself";
@@ -148,7 +198,13 @@ std::string kubelet_outlook::summary() const {
     if (file_plan_) text += "; once its lock is listed: " + file_plan_->describe();
     return text;
   }
-  text = fmt::format("kubelet (pid {}) holds a graceful-node-shutdown delay lock", *lock_pid_);
+  text = lock_pid_
+             ? fmt::format("kubelet (pid {}) holds a graceful-node-shutdown delay lock", *lock_pid_)
+             : fmt::format(
+                   "kubelet (pid {}) runs on without its graceful-node-shutdown lock, which "
+                   "it closed itself (the end of its handling of a shutdown, or its stale "
+                   "close after a cancel): it still stops its pods at a shutdown",
+                   *lockless_pid_);
   if (dropin_usec_) {
     text += fmt::format(" for {} (99-kubelet.conf)", describe_usec(*dropin_usec_));
   }
@@ -177,6 +233,7 @@ std::string kubelet_outlook::summary() const {
   }
   text += "; " + plan_words();
   if (cuts_drain()) text += "; " + cut_words();
+  if (stops_etcd_with_apiserver() == true) text += "; WARNING: " + etcd_words();
   const auto requested =
       std::chrono::duration_cast<std::chrono::microseconds>(active_plan_->period_requested).count();
   if (dropin_usec_ && *dropin_usec_ != static_cast<std::uint64_t>(requested)) {
@@ -192,7 +249,7 @@ std::string kubelet_outlook::summary() const {
 
 std::string kubelet_outlook::headline() const {
   std::string text =
-      lock_pid_ ? fmt::format("kubelet (pid {})", *lock_pid_) : std::string("kubelet");
+      kubelet_pid() ? fmt::format("kubelet (pid {})", *kubelet_pid()) : std::string("kubelet");
   if (leaves_signal_to_kubelet()) {
     text += " sends kube-apiserver its SIGTERM, the shim none";
   } else {
@@ -204,7 +261,9 @@ std::string kubelet_outlook::headline() const {
 }
 
 std::optional<std::string> kubelet_outlook::warning() const {
-  if (!cuts_drain() && !second_signal()) return std::nullopt;
+  if (!cuts_drain() && !second_signal() && stops_etcd_with_apiserver() != true) {
+    return std::nullopt;
+  }
   return summary();
 }
 
@@ -221,13 +280,17 @@ log_fields kubelet_outlook::window_fields() const {
 
 log_fields kubelet_outlook::fields() const {
   log_fields f;
-  if (lock_pid_) f.emplace_back("kubelet_pid", std::to_string(*lock_pid_));
+  if (kubelet_pid()) f.emplace_back("kubelet_pid", std::to_string(*kubelet_pid()));
+  if (!lock_pid_ && lockless_pid_) f.emplace_back("kubelet_lock", "closed by kubelet");
   for (auto& w : window_fields()) f.push_back(std::move(w));
   if (active_plan_) {
     f.emplace_back("kubelet_pod_priority", std::to_string(active_plan_->pod_priority));
   }
   f.emplace_back("shim_signals", leaves_signal_to_kubelet() ? "false" : "true");
   f.emplace_back("kubelet_cuts_drain", cuts_drain() ? "true" : "false");
+  if (const auto etcd = stops_etcd_with_apiserver()) {
+    f.emplace_back("kubelet_stops_etcd_with_apiserver", *etcd ? "true" : "false");
+  }
   return f;
 }
 

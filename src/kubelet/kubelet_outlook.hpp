@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kubelet/kubelet_shutdown.hpp"
 #include "log/log_line.hpp"
@@ -58,16 +59,30 @@ class kubelet_outlook {
 
   // kubelet's delay lock in logind's list: the pid holding it, or none.
   void set_lock(std::optional<std::uint32_t> kubelet_pid);
+  // The kubelet that held the lock still runs without it (issue 32): it closed it itself, at the
+  // end of its handling of a shutdown (its last group's timer), or by its stale close after a
+  // cancel (it closes the old lock's fd number, which may be the new lock's). Its graceful node
+  // shutdown is on all the same: it still stops kube-apiserver at its group's turn.
+  void set_lockless(std::optional<std::uint32_t> kubelet_pid);
   // The files as read (a failure: why they cannot be used); a file not given is a success with
   // nothing in it. kubelet_dropin_usec: 99-kubelet.conf's InhibitDelayMaxSec, kubelet's total.
+  // etcd: its static pod, when --static-pod-manifest is kubelet's directory and it is there.
   void set_files(const result<kubelet_shutdown_config>& config,
                  const result<static_pod_priority>& manifest,
-                 std::optional<std::uint64_t> kubelet_dropin_usec);
+                 std::optional<std::uint64_t> kubelet_dropin_usec,
+                 const std::optional<static_pod_priority>& etcd = std::nullopt);
 
-  // Anything to say: kubelet's lock is listed, or a file was given.
-  bool applies() const { return lock_pid_ || settings_.config_given || settings_.manifest_given; }
+  // Anything to say: kubelet's lock is listed (or its kubelet runs on), or a file was given.
+  bool applies() const {
+    return kubelet_pid() || settings_.config_given || settings_.manifest_given;
+  }
   // The pid holding kubelet's lock, as logind last listed it; none when it is not listed.
   const std::optional<std::uint32_t>& lock_pid() const { return lock_pid_; }
+  const std::optional<std::uint32_t>& lockless_pid() const { return lockless_pid_; }
+  // The kubelet whose graceful node shutdown is on: holding its lock, or running on without it.
+  std::optional<std::uint32_t> kubelet_pid() const { return lock_pid_ ? lock_pid_ : lockless_pid_; }
+  // kube-apiserver's container's command in its manifest; empty when not read.
+  const std::vector<std::string>& manifest_command() const { return manifest_command_; }
   // kubelet's stop of kube-apiserver, when its lock is listed and both files are known.
   const std::optional<kubelet_stop_plan>& plan() const { return active_plan_; }
 
@@ -91,15 +106,23 @@ class kubelet_outlook {
   log_fields fields() const;
   // kubelet's SIGTERM and SIGKILL windows, in seconds from the shutdown; empty without a plan.
   log_fields window_fields() const;
+  // kubelet stops etcd no later than kube-apiserver (kubeadm gives both the same priority): every
+  // request kube-apiserver needs etcd for fails during its drain. Known only with kubelet's plan
+  // and etcd's manifest (--static-pod-manifest naming kubelet's directory).
+  std::optional<bool> stops_etcd_with_apiserver() const;
 
  private:
   std::string plan_words() const;
   std::string cut_words() const;
   std::string group_fix(std::int64_t seconds) const;
+  std::string etcd_words() const;
   void update();
 
   settings settings_;
   std::optional<std::uint32_t> lock_pid_;
+  std::optional<std::uint32_t> lockless_pid_;
+  std::vector<std::string> manifest_command_;
+  std::optional<kubelet_stop_plan> etcd_plan_;  // what the files say of etcd's pod
   std::optional<kubelet_stop_plan> file_plan_;  // what the files say, lock or not
   std::string file_error_;                      // why they cannot be used
   bool gns_off_ = false;                        // the config given turns GNS off

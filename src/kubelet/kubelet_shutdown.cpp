@@ -295,6 +295,26 @@ result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text) {
   return R::success(std::move(c));
 }
 
+bool static_pod_priority::is(std::string_view component_name) const {
+  if (!component.empty()) return component == component_name;
+  return name == component_name || name.starts_with(std::string(component_name) + "-") ||
+         std::find(container_names.begin(), container_names.end(), component_name) !=
+             container_names.end();
+}
+
+namespace {
+
+// A list of strings: a container's command or args.
+std::vector<std::string> string_list(const yaml_node& n, std::string_view field) {
+  if (n.type != yaml_node::kind::sequence)
+    throw field_error(fmt::format("{}: must be a list", field));
+  std::vector<std::string> out;
+  for (const auto& item : n.items) out.push_back(string_field(item, field));
+  return out;
+}
+
+}  // namespace
+
 result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
   using R = result<static_pod_priority>;
   auto doc = read_document(text);
@@ -316,6 +336,35 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
         metadata && metadata->type == yaml_node::kind::mapping) {
       if (const auto* n = metadata->find("namespace"); n && !is_null(*n)) {
         p.namespace_name = string_field(*n, "metadata.namespace");
+      }
+      if (const auto* n = metadata->find("name"); n && !is_null(*n)) {
+        p.name = string_field(*n, "metadata.name");
+      }
+      if (const auto* labels = metadata->find("labels")) {
+        if (const auto* n = labels->find("component"); n && !is_null(*n)) {
+          p.component = string_field(*n, "metadata.labels.component");
+        }
+      }
+    }
+    if (const auto* containers = spec->find("containers");
+        containers && containers->type == yaml_node::kind::sequence) {
+      const yaml_node* chosen = nullptr;
+      for (const auto& c : containers->items) {
+        const auto* n = c.find("name");
+        if (!n || is_null(*n)) continue;
+        p.container_names.push_back(string_field(*n, "spec.containers[].name"));
+        if (!chosen || (!p.component.empty() && p.container_names.back() == p.component)) {
+          chosen = &c;
+        }
+      }
+      if (!chosen && !containers->items.empty()) chosen = &containers->items.front();
+      if (chosen) {
+        for (const char* field : {"command", "args"}) {
+          if (const auto* n = chosen->find(field); n && !is_null(*n)) {
+            auto words = string_list(*n, fmt::format("spec.containers[].{}", field));
+            p.command.insert(p.command.end(), words.begin(), words.end());
+          }
+        }
       }
     }
     if (const auto* n = spec->find("priority"); n && !is_null(*n)) {
@@ -358,13 +407,69 @@ result<T> read_kubelet_file(const std::string& path, std::string_view flag,
   return result<T>::failure(fmt::format("{}={}: {}", flag, path, parsed.error()));
 }
 
+// Every pod of kubelet's static pod directory: kube-apiserver's, and etcd's if there. A file that
+// does not parse is skipped, as kubelet skips it; only kube-apiserver's missing is an error.
+std::pair<result<static_pod_priority>, std::optional<static_pod_priority>> read_static_pod_dir(
+    const std::filesystem::path& dir) {
+  using R = result<static_pod_priority>;
+  std::error_code ec;
+  std::vector<std::filesystem::path> files;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto name = it->path().filename().string();
+    if (name.starts_with('.') || !it->is_regular_file(ec)) continue;
+    if (files.size() == kMaxStaticPodFiles) {
+      return {R::failure(fmt::format("--static-pod-manifest={}: more than {} files", dir.string(),
+                                     kMaxStaticPodFiles)),
+              std::nullopt};
+    }
+    files.push_back(it->path());
+  }
+  if (ec) {
+    return {R::failure(fmt::format("--static-pod-manifest={}: {}", dir.string(), ec.message())),
+            std::nullopt};
+  }
+  std::sort(files.begin(), files.end());
+  std::optional<static_pod_priority> apiserver, etcd;
+  std::string skipped;
+  for (const auto& f : files) {
+    auto text = read_small_file(f, kMaxKubeletFileBytes);
+    auto pod = text ? parse_static_pod_manifest(text.value()) : R::failure(text.error());
+    if (!pod) {
+      skipped += fmt::format("; skipped {}: {}", f.filename().string(), pod.error());
+      continue;
+    }
+    if (!apiserver && pod.value().is("kube-apiserver")) {
+      apiserver = pod.value();
+    } else if (!etcd && pod.value().is("etcd")) {
+      etcd = pod.value();
+    }
+  }
+  if (!apiserver) {
+    return {R::failure(fmt::format("--static-pod-manifest={}: no kube-apiserver pod among {} "
+                                   "files{}",
+                                   dir.string(), files.size(), skipped)),
+            etcd};
+  }
+  return {R::success(*apiserver), etcd};
+}
+
 }  // namespace
 
 kubelet_files read_kubelet_files(const std::string& config_path, const std::string& manifest_path,
                                  const std::filesystem::path& logind_conf_dir) {
-  return {read_kubelet_file(config_path, "--kubelet-config", parse_kubelet_config),
-          read_kubelet_file(manifest_path, "--static-pod-manifest", parse_static_pod_manifest),
-          kubelet_dropin_usec(logind_conf_dir)};
+  kubelet_files files{read_kubelet_file(config_path, "--kubelet-config", parse_kubelet_config),
+                      result<static_pod_priority>::success({}), std::nullopt,
+                      kubelet_dropin_usec(logind_conf_dir)};
+  std::error_code ec;
+  if (!manifest_path.empty() && std::filesystem::is_directory(manifest_path, ec)) {
+    auto [apiserver, etcd] = read_static_pod_dir(manifest_path);
+    files.manifest = std::move(apiserver);
+    files.etcd = std::move(etcd);
+  } else {
+    files.manifest =
+        read_kubelet_file(manifest_path, "--static-pod-manifest", parse_static_pod_manifest);
+  }
+  return files;
 }
 
 }  // namespace shim

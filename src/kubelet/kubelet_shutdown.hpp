@@ -82,10 +82,19 @@ struct static_pod_priority {
   std::string priority_class_name;       // spec.priorityClassName, ignored by kubelet
   std::optional<std::int64_t> termination_grace_seconds;  // spec.terminationGracePeriodSeconds
   std::string namespace_name;                             // metadata.namespace
+  std::string name{};                                     // metadata.name
+  std::string component{};                                // metadata.labels.component (kubeadm)
+  // The command and args of the container named after the pod's component (kube-apiserver, etcd),
+  // or of the first: what kube-apiserver is started with (its shutdown delay, for signal_plan).
+  std::vector<std::string> command{};
 
   // An operator renders the manifest (OpenShift's cluster-kube-apiserver-operator writes it into
   // openshift-kube-apiserver) and rewrites any edit of it: a fix must go elsewhere.
   bool rendered_by_operator() const { return namespace_name.starts_with("openshift-"); }
+  // Which pod it is, by kubeadm's label, the pod's name (OpenShift: "kube-apiserver-NODE",
+  // "etcd-NODE"), or a container's.
+  bool is(std::string_view component_name) const;
+  std::vector<std::string> container_names{};
 };
 
 // When kubelet stops the pod, relative to PrepareForShutdown. Lower groups with pods take up to
@@ -138,10 +147,16 @@ std::optional<std::uint64_t> kubelet_dropin_usec(const std::filesystem::path& co
 
 // What the shim reads of kubelet's: --kubelet-config and --static-pod-manifest (a path not given is
 // read as empty: a success with nothing in it; a failure names the flag and the file), and
-// 99-kubelet.conf in logind_conf_dir.
+// 99-kubelet.conf in logind_conf_dir. --static-pod-manifest names kube-apiserver's manifest, or
+// kubelet's staticPodPath directory: then every pod in it is read as kubelet reads them (files
+// whose name starts with '.' are skipped, at most kMaxStaticPodFiles), kube-apiserver's is the
+// manifest and etcd's, if there, is etcd (issue 32: kubeadm gives both the same priority, so
+// kubelet stops etcd together with kube-apiserver).
+inline constexpr std::size_t kMaxStaticPodFiles = 64;
 struct kubelet_files {
   result<kubelet_shutdown_config> config;
   result<static_pod_priority> manifest;
+  std::optional<static_pod_priority> etcd;
   std::optional<std::uint64_t> dropin_usec;
 };
 kubelet_files read_kubelet_files(const std::string& config_path, const std::string& manifest_path,

@@ -34,6 +34,8 @@ enum class event_kind {
   Restart,  // the shim's own stop (SIGTERM, SIGINT) while no shutdown is under way: not a shutdown
   DrillStarted,  // `shutdown-shim drill`: unready for the load balancer, no signal, the lock kept
   DrillEnded,    // the drill is over: completed, stopped, or become a shutdown; what the LB did
+  TargetRestarted,  // during a hold, a target that did not have the signal ran again, and got it
+  KubeletGone,      // the kubelet that was to signal went: before its SIGTERM time, or after it
 };
 
 // Each event's name, the level it is logged at and its journal MESSAGE_ID, in event_kind's order.
@@ -46,7 +48,7 @@ struct event_info {
   std::string_view message_id;  // 32 lower-case hex digits, as journalctl prints them
 };
 
-inline constexpr std::array<event_info, 23> kEvents{{
+inline constexpr std::array<event_info, 25> kEvents{{
     {"Started", log_level::info, "d39434bb22bc4a5b94099cb7c85cd06b"},
     {"InhibitorTaken", log_level::info, "68ffbf32c42f4968a5a4acc64740696f"},
     {"ShutdownInitiated", log_level::notice, "d7b27f19a1164069902fd88173d016be"},
@@ -77,9 +79,12 @@ inline constexpr std::array<event_info, 23> kEvents{{
     // the node leaves the load balancer for a rehearsal
     {"DrillStarted", log_level::notice, "1cc3a3466bc7414ead01c4186009b302"},
     {"DrillEnded", log_level::notice, "d97d505b47b0400b833d1974653dec6d"},
+    // kubelet restarted kube-apiserver during the hold
+    {"TargetRestarted", log_level::notice, "ba0a6b79461e422b98162dca7e3eb6f0"},
+    {"KubeletGone", log_level::notice, "d6790090333a44e79b46c0f053579e9f"},
 }};
 
-static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::DrillEnded) + 1,
+static_assert(kEvents.size() == static_cast<std::size_t>(event_kind::KubeletGone) + 1,
               "one entry per event_kind, in the same order");
 
 // sd_id128_from_string's form: 32 hex digits, here lower-case only, so that one spelling matches.

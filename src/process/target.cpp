@@ -219,6 +219,21 @@ resolved_target resolve_target(const target_spec& spec, const std::string& proc_
   return {{}, "no target configured"};
 }
 
+std::optional<std::vector<std::string>> read_command_line(pid_t pid, const std::string& proc_root) {
+  const auto bytes = read_proc_file(proc_path(proc_root, pid, "cmdline"));
+  if (!bytes || bytes->empty()) return std::nullopt;
+  std::vector<std::string> words;
+  std::string_view rest(*bytes);
+  // Each word ends with a NUL; a process that rewrote its arguments may leave none at the end.
+  while (!rest.empty()) {
+    const auto nul = rest.find('\0');
+    words.emplace_back(rest.substr(0, nul));
+    if (nul == std::string_view::npos) break;
+    rest.remove_prefix(nul + 1);
+  }
+  return words;
+}
+
 result<> check_target_at_start(const target_spec& spec) {
   if (spec.pid) {
     if (auto why = forbidden_target(*spec.pid); !why.empty()) {

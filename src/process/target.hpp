@@ -46,6 +46,11 @@ struct resolved_target {
 };
 resolved_target resolve_target(const target_spec& spec, const std::string& proc_root = "/proc");
 
+// A process's command line, /proc/PID/cmdline's NUL-separated words; nullopt when it is gone (a
+// zombie's is empty).
+std::optional<std::vector<std::string>> read_command_line(pid_t pid,
+                                                          const std::string& proc_root = "/proc");
+
 // What main() checks before the shim starts: a pidfile that exists now and may not be trusted, a
 // path to it that cannot be walked, or --target-pid naming the shim or its parent. A failure is
 // one line naming the file or PID and the reason (main() logs it and exits 1).

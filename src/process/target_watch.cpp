@@ -107,6 +107,7 @@ result<> target_watch::start_child() {
   log_.info("started the command",
             {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
   child_->on_exit([this](int code) { on_child_exit(code); });
+  on_.command_line(cfg_.target.command, "the wrapped command");
   status_.target.running = true;
   status_.target.detail = fmt::format("{} (pid {})", child_name(), child_->pid());
   events_.record(event_kind::TargetRunning, "child",
@@ -132,10 +133,11 @@ void target_watch::reap_orphans() {
   if (child_) child_->reap_all();
 }
 
-std::optional<target_watch::resumed> target_watch::resume() {
+target_watch::resumed target_watch::resume() {
   resumable_ = false;
   resumed out{.unready_at = clock::time_point(std::chrono::microseconds(*shutdown_.unready_us)),
-              .cause = shutdown_.cause};
+              .cause = shutdown_.cause,
+              .signalled = !shutdown_.signalled.empty()};
   for (const auto& s : shutdown_.signalled) {
     if (identify_process(s.process.pid) != s.process) continue;
     auto process = process_handle::open(s.process.pid);
@@ -151,12 +153,10 @@ std::optional<target_watch::resumed> target_watch::resume() {
       }
     }
   }
-  // None of the processes it signalled runs, but a target does: a new shutdown, with a target
-  // that never had its signal, began while no shim ran.
-  if (!out.running && !resolve_target(cfg_.target).pids.empty()) {
-    forget_shutdown();
-    return std::nullopt;
-  }
+  // A target it did not signal runs too: its signal was still to come, or kubelet started it
+  // again while no shim ran. The hold waits for it; the sequence signals it at its time.
+  out.unsignalled_running = target_counts();
+  out.running = out.running || out.unsignalled_running;
   return out;
 }
 
@@ -187,10 +187,20 @@ void target_watch::save_record() {
 
 void target_watch::forward_signal() {
   if (child_) return signal_child();
-  signal_attached(signal_sender::shim);
+  signal_attached(signal_sender::shim, signal_scope::owed);
 }
 
-void target_watch::leave_signal_to_kubelet() { signal_attached(signal_sender::kubelet); }
+void target_watch::leave_signal_to_kubelet() {
+  signal_attached(signal_sender::kubelet, signal_scope::owed);
+}
+
+void target_watch::signal_restarted() {
+  if (attach()) signal_attached(signal_sender::shim, signal_scope::new_only);
+}
+
+void target_watch::leave_restarted_to_kubelet() {
+  if (attach()) signal_attached(signal_sender::kubelet, signal_scope::new_only);
+}
 
 void target_watch::signal_child() {
   const std::string sig = signal_name(cfg_.signal);
@@ -213,18 +223,20 @@ void target_watch::signal_child() {
 
 // With signal_sender::kubelet nothing is sent: kubelet's graceful node shutdown sends it, and the
 // target is recorded as left to kubelet and watched as if the shim had signalled it (so a restarted
-// shim sends none either). With signal_sender::shim, a process left to kubelet gets the shim's one
-// signal (kubelet's lock went first) and is the shim's in the record from then on, so that a
-// restart after it sends none.
-void target_watch::signal_attached(signal_sender sender) {
+// shim sends none either). With signal_sender::shim and signal_scope::owed, a process left to
+// kubelet gets the shim's one signal (kubelet went first) and is the shim's in the record from then
+// on, so that a restart after it sends none. signal_scope::new_only reaches only processes the
+// record does not know: restarted during the hold (TargetRestarted).
+void target_watch::signal_attached(signal_sender sender, signal_scope scope) {
   const bool by_kubelet = sender == signal_sender::kubelet;
+  const bool restarted = scope == signal_scope::new_only;
   const std::string sig = signal_name(cfg_.signal);
   const auto found = resolve_target(cfg_.target);
   int sent = 0;
   for (pid_t pid : found.pids) {
     const auto identity = identify_process(pid);
     auto* had = identity ? shutdown_.find(*identity) : nullptr;
-    const bool taken_back = had && had->left_to_kubelet && !by_kubelet;
+    const bool taken_back = had && had->left_to_kubelet && !by_kubelet && !restarted;
     if (!taken_back && (signalled_.count(pid) || had)) {
       log_.notice(
           "already signalled (by this run or an earlier one) or left to kubelet, and still "
@@ -251,15 +263,25 @@ void target_watch::signal_attached(signal_sender sender) {
       shutdown_.signalled.push_back({*identity, now_us, cfg_.signal, by_kubelet});
     }
     save_record();
+    const auto& plan = status_.kubelet.plan();
+    const std::string kubelet_window = plan ? plan->sigterm_window() : "?";
     if (by_kubelet) {
-      const auto& plan = status_.kubelet.plan();
       log_fields fields{{"target_pid", std::to_string(pid)}};
       for (auto& f : status_.kubelet.window_fields()) fields.push_back(std::move(f));
-      events_.record(event_kind::SignalLeftToKubelet, status_.drain_cause,
-                     fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
-                                 "counts kubelet's as the one",
-                                 describe_target(cfg_.target), plan ? plan->sigterm_window() : "?"),
-                     fields);
+      if (restarted) {
+        fields.emplace_back("signal_by", "kubelet");
+        events_.record(event_kind::TargetRestarted, status_.drain_cause,
+                       fmt::format("{} (pid {}) ran again before kubelet's SIGTERM time ({}): "
+                                   "kubelet stops it as the first; the shim sends none",
+                                   describe_target(cfg_.target), pid, kubelet_window),
+                       fields);
+      } else {
+        events_.record(event_kind::SignalLeftToKubelet, status_.drain_cause,
+                       fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
+                                   "counts kubelet's as the one",
+                                   describe_target(cfg_.target), kubelet_window),
+                       fields);
+      }
     } else {
       const auto delivered = process->send_signal(cfg_.signal);
       if (!delivered) {
@@ -270,11 +292,19 @@ void target_watch::signal_attached(signal_sender sender) {
       ++status_.signals_forwarded;
       log_fields fields{{"target_pid", std::to_string(pid)}, {"signal", sig}};
       if (taken_back) fields.emplace_back("instead_of", "kubelet");
-      events_.record(
-          event_kind::SignalForwarded, status_.drain_cause,
-          fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
-                      taken_back ? ": kubelet's lock went away before it had exited" : ""),
-          fields);
+      if (restarted) {
+        fields.emplace_back("signal_by", "shim");
+        events_.record(event_kind::TargetRestarted, status_.drain_cause,
+                       fmt::format("{} (pid {}) ran again during the hold without the signal: "
+                                   "sent it {}, its one",
+                                   describe_target(cfg_.target), pid, sig),
+                       fields);
+      } else {
+        events_.record(event_kind::SignalForwarded, status_.drain_cause,
+                       fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
+                                   taken_back ? ": kubelet went before it had exited" : ""),
+                       fields);
+      }
     }
     ++sent;
     // One left to kubelet is watched since it was counted.
@@ -284,6 +314,8 @@ void target_watch::signal_attached(signal_sender sender) {
   }
   if (sent > 0) after_signal();
   if (sent == 0 && signalled_.empty()) {
+    // A restarted one gone again before its signal: the hold waits for none.
+    if (restarted) return on_.exited("the restarted target exited before its signal");
     const std::string why =
         found.pids.empty() ? found.reason : "every target had exited before the signal";
     log_.warning("no target to signal",
@@ -298,14 +330,19 @@ result<> target_watch::watch_signalled(process_handle process) {
     signalled_.erase(gone);
     events_.record(event_kind::TargetExited, "pidfd", "the target exited",
                    {{"target_pid", std::to_string(gone)}});
-    if (signalled_.empty()) on_.exited("the target exited");
+    if (!signalled_.empty()) return;
+    on_.exited("the target exited");
+    // The hold goes on (the drain is not over): kubelet may start it again.
+    if (looking() && !searching_) look_for_target();
   });
 }
 
 bool target_watch::looking() const {
-  // Not during a drain: nothing new is expected then, and the signal resolves the target anew.
-  return attach() && !sequence_.draining() &&
-         (!status_.target.running || sequence_.waiting_for_target());
+  if (!attach()) return false;
+  // During a hold, once every target process has exited: kubelet restarts a static pod's container
+  // that exits, and a new kube-apiserver must get its signal too (issue 32).
+  if (sequence_.holding()) return present_.empty() && signalled_.empty();
+  return !sequence_.draining() && (!status_.target.running || sequence_.waiting_for_target());
 }
 
 // Whether a target process runs that did not have the signal (from this run or, per the record,
@@ -385,6 +422,7 @@ void target_watch::target_found() {
       } else {
         status_.target.detail += fmt::format(", {} (pid {})", p.name, pid);
       }
+      if (pids.empty()) read_command_line(pid);
       pids += (pids.empty() ? "" : ",") + std::to_string(pid);
       status_.target.running = true;
     }
@@ -397,6 +435,14 @@ void target_watch::target_found() {
     log_.notice("a target is running again", {{"target", status_.target.detail}});
     on_.running_again();
   }
+  if (sequence_.holding()) on_.started();
+}
+
+// What kube-apiserver runs with (its shutdown delay) is on its command line: for signal_plan.
+void target_watch::read_command_line(pid_t pid) {
+  if (auto argv = shim::read_command_line(pid)) {
+    on_.command_line(*argv, fmt::format("pid {}'s command line", pid));
+  }
 }
 
 void target_watch::on_present_exit(pid_t pid) {
@@ -405,7 +451,11 @@ void target_watch::on_present_exit(pid_t pid) {
   const std::string name = it->second.name;
   present_.erase(it);
   // It had the signal (the check failed then), or another target still runs.
-  if (!status_.target.running || target_counts()) return;
+  if (!status_.target.running || target_counts()) {
+    // The last of a hold's signalled processes: kubelet may start one again.
+    if (looking() && !searching_) look_for_target();
+    return;
+  }
   status_.target.running = false;
   // Not the shim's child, so its status cannot be known: waitid(P_PIDFD) answers ECHILD for
   // another's child, and /proc/PID/stat's exit_code (field 52) lasts only until the parent

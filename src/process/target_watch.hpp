@@ -35,7 +35,8 @@ std::string describe_target(const target_spec& spec);
 // count of signals sent) and reports what the state machine must hear through its handlers.
 //
 // Attach mode: every target process found is watched whether or not a shutdown is under way;
-// while none runs that did not have the signal, it is looked for with capped backoff.
+// while none runs that did not have the signal, it is looked for with capped backoff, during a
+// hold too once every target process has exited (kubelet restarts kube-apiserver's container).
 class target_watch {
  public:
   struct handlers {
@@ -43,15 +44,23 @@ class target_watch {
     std::function<void(const std::string& detail)> exited;  // every signalled target has gone
     std::function<void(const std::string& why)> missed;     // the signal found no target
     std::function<void()> running_again;                    // one runs while one is waited for
-    std::function<void(int exit_code)> child_exited;        // wrapper: after `exited`
+    // During a hold: a target process that did not have the signal runs (restarted).
+    std::function<void()> started;
+    std::function<void(int exit_code)> child_exited;  // wrapper: after `exited`
+    // The command line of the target found (attach mode: /proc/PID/cmdline; wrapper mode: the
+    // command), and where it was read: "pid 812's command line".
+    std::function<void(const std::vector<std::string>& argv, const std::string& source)>
+        command_line;
   };
 
   // What the record of an earlier run says of a shutdown under way (resume()).
   struct resumed {
     shutdown_sequence::time_point unready_at;
     std::string cause;
-    bool running = false;          // a process it signalled still runs (and is watched again)
-    bool left_to_kubelet = false;  // ...and kubelet was to send that one's signal
+    bool running = false;          // a target process runs: one it signalled (watched again) or not
+    bool signalled = false;        // it had sent its signal (or left it to kubelet)
+    bool left_to_kubelet = false;  // ...and kubelet was to send the signal of one still running
+    bool unsignalled_running = false;  // a target process it did not signal runs
   };
 
   target_watch(boost::asio::io_context& io, const config& cfg, logger& log, event_recorder& events,
@@ -69,9 +78,9 @@ class target_watch {
 
   // The shutdown is under way according to the record of an earlier run (start() read it).
   bool resumable() const { return resumable_; }
-  // The processes the earlier run signalled that still run are watched again. nullopt when none
-  // of them runs but a target does: a new shutdown, which the record is forgotten for.
-  std::optional<resumed> resume();
+  // The processes the earlier run signalled that still run are watched again; a target process it
+  // did not signal (kubelet restarted it meanwhile) is the sequence's to signal (target_started).
+  resumed resume();
   void remember_shutdown(shutdown_sequence::time_point unready_at, const std::string& cause);
   void forget_shutdown();
 
@@ -79,6 +88,11 @@ class target_watch {
   // the one (count_kubelet_signal).
   void forward_signal();
   void leave_signal_to_kubelet();
+  // Target processes this shutdown has not met yet (kubelet restarted kube-apiserver): the shim's
+  // one signal to them, or theirs left to kubelet. One that had the signal, or was left to
+  // kubelet, is never signalled again.
+  void signal_restarted();
+  void leave_restarted_to_kubelet();
   // The sequence asks for a target again (watch_target), or settled out of a drain.
   void look_for_target();
   void settled();
@@ -94,11 +108,15 @@ class target_watch {
 
  private:
   enum class signal_sender { shim, kubelet };
+  // Which processes a signal goes to: every target not signalled yet (a process left to kubelet
+  // taken back by the shim), or only those the record does not know (restarted ones).
+  enum class signal_scope { owed, new_only };
   bool attach() const { return cfg_.target.any() && !cfg_.target.wrapper(); }
   bool looking() const;
   bool target_counts() const;
   void signal_child();
-  void signal_attached(signal_sender sender);
+  void signal_attached(signal_sender sender, signal_scope scope);
+  void read_command_line(pid_t pid);
   result<> watch_signalled(process_handle process);
   void arm_search(backoff::duration delay);
   void search();

@@ -240,7 +240,8 @@ TEST(ParseFlags, Defaults) {
   EXPECT_EQ(c.what, config::action::run);
   EXPECT_THAT(c.listen, ElementsAre(listen_address{"0.0.0.0", 6080}));
   EXPECT_EQ(c.drain_delay, 70s);
-  EXPECT_EQ(c.signal_delay, 0s);
+  // Not given: planned from kube-apiserver's own shutdown delay (issue 32).
+  EXPECT_EQ(c.signal_delay, std::nullopt);
   EXPECT_EQ(c.exit_timeout, 65s);
   EXPECT_EQ(c.signal, SIGTERM);
   EXPECT_FALSE(c.target.any());
@@ -740,7 +741,10 @@ TEST(UsageText, ListsEveryFlagWithinHundredColumns) {
                           "--upstream-token-file="}) {
     EXPECT_THAT(text, HasSubstr(flag));
   }
-  for (const auto def : {"(default 0.0.0.0:6080)", "(default 1m10s)", "(default 0s)",
+  for (const auto def : {"(default 0.0.0.0:6080)", "(default 1m10s)",
+                         "(default: the drain\n"
+                         "                               minus kube-apiserver's "
+                         "--shutdown-delay-duration, or 0)",
                          "(default 1m5s)", "(default TERM)", "(default auto)", "(default text)",
                          "(default /etc/systemd/logind.conf.d)", "at most 24h0m0s"}) {
     EXPECT_THAT(text, HasSubstr(def));

@@ -433,7 +433,8 @@ TEST(KubeletWatch, TheOutlookIsSaidOnceAtStartInAFewWords) {
   kubelet_outlook outlook(
       {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true});
   int changes = 0;
-  kubelet_watch watch(cfg, log, outlook, {.gone = [] {}, .changed = [&changes] { ++changes; }});
+  boost::asio::io_context io;
+  kubelet_watch watch(io, cfg, log, outlook, {.gone = [] {}, .changed = [&changes] { ++changes; }});
   watch.start();
   EXPECT_EQ(out.text(), "") << "nothing said before logind's list";
   const logind_inhibitor::listed_lock kubelet{.what = "shutdown",
@@ -458,7 +459,7 @@ TEST(KubeletWatch, TheOutlookIsSaidOnceAtStartInAFewWords) {
   logger none_log(log_format::text, none_out.fd(), true);
   kubelet_outlook none_outlook(
       {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true});
-  kubelet_watch none(cfg, none_log, none_outlook, {.gone = [] {}, .changed = [] {}});
+  kubelet_watch none(io, cfg, none_log, none_outlook, {.gone = [] {}, .changed = [] {}});
   none.start();
   none.locks_listed({});
   none.locks_listed({});

@@ -16,9 +16,7 @@ using kind = seq::action::kind;
 
 const seq::time_point t0 = seq::time_point{} + 1000s;
 
-seq::settings attach() {
-  return {.drain_delay = 3s, .signal_delay = 0s, .exit_timeout = 5s, .has_target = true};
-}
+seq::settings attach() { return {.drain_delay = 3s, .exit_timeout = 5s, .has_target = true}; }
 
 // Records every action carried out; `on` lets a test answer an action from inside it.
 struct recording_edges {
@@ -40,7 +38,7 @@ struct recording_edges {
 sequence_runner::input pfs(seq::time_point now) {
   return [now](seq& s) {
     return s.trigger(now, seq::trigger_kind::prepare_for_shutdown, "PrepareForShutdown(true)",
-                     seq::forward_decision::forward);
+                     {seq::forward_decision::forward});
   };
 }
 
@@ -80,7 +78,7 @@ TEST(SequenceRunner, AnAnswerGivenAtOnceComesAfterTheQuestion) {
   runner_ptr = &runner;
   runner.feed([](seq& s) {
     return s.trigger(t0, seq::trigger_kind::sigterm, "SIGTERM",
-                     seq::forward_decision::ask_system_state);
+                     {seq::forward_decision::ask_system_state});
   });
   ASSERT_FALSE(edges.done.empty());
   EXPECT_EQ(edges.done.back(), kind::exit);
@@ -129,7 +127,7 @@ TEST(SequenceRunner, NoActionFollowsExit) {
   sequence_runner runner(attach(), edges.handlers());
   runner_ptr = &runner;
   runner.feed([](seq& s) {
-    return s.trigger(t0, seq::trigger_kind::sigterm, "SIGTERM", seq::forward_decision::skip);
+    return s.trigger(t0, seq::trigger_kind::sigterm, "SIGTERM", {seq::forward_decision::skip});
   });
   ASSERT_FALSE(edges.done.empty());
   EXPECT_EQ(edges.done.back(), kind::exit);

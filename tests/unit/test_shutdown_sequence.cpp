@@ -18,9 +18,14 @@ const tp t0 = tp{} + 1000s;
 
 // The edges, faked: carries out actions against a fake clock and remembers what happened.
 struct fake_edges {
-  explicit fake_edges(seq::settings s) : machine(s) {}
+  // signal_delay: the plan's timing of the shim's signal, given with every trigger.
+  explicit fake_edges(seq::settings s, seq::duration signal_delay = {})
+      : machine(s), signal_delay(signal_delay) {}
+  explicit fake_edges(const struct attach_settings& a);
 
   seq machine;
+  seq::duration signal_delay;
+  seq::duration kubelet_by{};  // kubelet's SIGTERM time, with kubelet_signals
   std::optional<tp> timer;
   int signals = 0;
   int kubelet_counts = 0;  // count_kubelet_signal: kubelet sends it, the shim counts it
@@ -47,6 +52,9 @@ struct fake_edges {
   bool target_gone = false;
   int forwards_after_kubelet_gone = 0;
   int drills = 0;
+  // A target restarted during the hold (target_started): the shim's signal to it, or kubelet's.
+  int restart_signals = 0;
+  int restarts_left_to_kubelet = 0;
   std::optional<tp> drill_started_at;
   std::vector<std::string> drill_endings;  // end_drill's cause: how each drill ended
 
@@ -78,6 +86,12 @@ struct fake_edges {
           signal_at = now;
           kubelet_expected = true;
           count_signal(1);
+          break;
+        case kind::signal_restarted:
+          ++restart_signals;
+          break;
+        case kind::leave_restarted_to_kubelet:
+          ++restarts_left_to_kubelet;
           break;
         case kind::release_inhibitor:
           ++releases;
@@ -139,14 +153,17 @@ struct fake_edges {
     }
     now = t;
   }
+  seq::signal_timing timing(seq::forward_decision d) const {
+    return {.decision = d, .signal_delay = signal_delay, .kubelet_by = kubelet_by};
+  }
   void prepare_for_shutdown(tp t, seq::forward_decision d = seq::forward_decision::forward) {
     at(t);
     apply(machine.trigger(now, seq::trigger_kind::prepare_for_shutdown, "PrepareForShutdown(true)",
-                          d));
+                          timing(d)));
   }
   void sigterm(tp t, seq::forward_decision d = seq::forward_decision::forward) {
     at(t);
-    apply(machine.trigger(now, seq::trigger_kind::sigterm, "SIGTERM", d));
+    apply(machine.trigger(now, seq::trigger_kind::sigterm, "SIGTERM", timing(d)));
   }
   void cancel(tp t) {
     at(t);
@@ -157,21 +174,33 @@ struct fake_edges {
     target_gone = true;
     apply(machine.target_exited(now, "target exited"));
   }
+  // kubelet started the target again during the hold: a process without the signal runs.
+  void target_started(tp t) {
+    at(t);
+    target_gone = false;
+    apply(machine.target_started(now));
+  }
   void no_target(tp t) {
     at(t);
     target_gone = true;
     apply(machine.no_target(now, "no process named kube-apiserver"));
   }
-  // kubelet's lock is no longer listed; in this model kubelet went without signalling.
+  // The kubelet that was to signal is gone. In this model, before its SIGTERM time (kubelet_by,
+  // plus its path to the runtime) it went without signalling; after it, its signal went.
   void kubelet_gone(tp t) {
     at(t);
-    const bool owed = kubelet_expected && machine.holding() && !target_gone;
-    if (kubelet_expected) count_signal(-1);
-    kubelet_expected = false;
+    const auto since = machine.unready_since();
+    const bool before_its_time = since && now < *since + kubelet_by + seq::kKubeletSignalPath;
+    const bool owed = kubelet_expected && machine.holding() && !target_gone && before_its_time;
+    if (kubelet_expected && before_its_time) {
+      count_signal(-1);
+      kubelet_expected = false;
+    }
     const int before = signals;
     apply(machine.kubelet_gone(now));
     if (owed) {
-      EXPECT_EQ(signals, before + 1) << "kubelet's lock went with the target running: no signal";
+      EXPECT_EQ(signals, before + 1)
+          << "kubelet went before its time, the target running: no signal";
       forwards_after_kubelet_gone += signals - before;
     } else {
       EXPECT_EQ(signals, before) << "a signal nobody owed";
@@ -180,8 +209,13 @@ struct fake_edges {
   void resume(tp t, tp unready_at, bool target_running, bool left_to_kubelet = false) {
     at(t);
     const int before = unreadies;
-    apply(machine.resume(now, unready_at, "PrepareForShutdown(true) from :1.3", target_running,
-                         left_to_kubelet));
+    apply(machine.resume(now,
+                         {.unready_at = unready_at,
+                          .cause = "PrepareForShutdown(true) from :1.3",
+                          .target_running = target_running,
+                          .left_to_kubelet = left_to_kubelet,
+                          .timing = timing(left_to_kubelet ? seq::forward_decision::kubelet_signals
+                                                           : seq::forward_decision::forward)}));
     if (unreadies == before) return;
     // The earlier run's signal, or kubelet's that it counted.
     kubelet_expected = left_to_kubelet;
@@ -204,10 +238,17 @@ struct fake_edges {
   }
 };
 
-seq::settings attach(std::chrono::seconds drain = 3s, std::chrono::seconds signal = 0s,
-                     std::chrono::seconds exit = 5s) {
-  return {.drain_delay = drain, .signal_delay = signal, .exit_timeout = exit, .has_target = true};
+// The settings and, since issue 32 given with each trigger, the plan's timing of the shim's signal.
+struct attach_settings {
+  seq::settings settings;
+  seq::duration signal_delay;
+};
+attach_settings attach(std::chrono::seconds drain = 3s, std::chrono::seconds signal = 0s,
+                       std::chrono::seconds exit = 5s) {
+  return {{.drain_delay = drain, .exit_timeout = exit, .has_target = true}, signal};
 }
+
+fake_edges::fake_edges(const attach_settings& a) : fake_edges(a.settings, a.signal_delay) {}
 
 seq::settings wrapper() {
   return {.drain_delay = 3s, .exit_timeout = 5s, .has_target = true, .wrapper = true};
@@ -261,14 +302,17 @@ TEST(ShutdownSequence, KubeletsSignalHoldsForTheTargetsExitAsTheShimsWould) {
 // Issue 19: kubelet's lock goes while the signal is left to kubelet and the target still runs
 // (kubelet crashed, was stopped or gave up before its group's turn): the shim signals at once,
 // once, whatever --signal-delay says, and the hold goes on as after its own signal.
+// Since issue 32 "before its group's turn" is said by kubelet's SIGTERM time (here its critical
+// group's, at +10 s).
 TEST(ShutdownSequence, KubeletGoneBeforeTheTargetExitsGivesTheShimsSignalAtOnce) {
   fake_edges e(attach(3s, 1s));
+  e.kubelet_by = 10s;
   e.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
   ASSERT_EQ(e.kubelet_counts, 1);
   e.kubelet_gone(t0 + 1500ms);
   EXPECT_EQ(e.signals, 1);
   EXPECT_EQ(e.signal_at, t0 + 1500ms) << "at once, not after --signal-delay";
-  EXPECT_THAT(e.notes, testing::Contains(testing::HasSubstr("kubelet's lock went away")));
+  EXPECT_THAT(e.notes, testing::Contains(testing::HasSubstr("kubelet went before its SIGTERM")));
   e.kubelet_gone(t0 + 2s);
   e.prepare_for_shutdown(t0 + 2500ms, seq::forward_decision::kubelet_signals);
   e.sigterm(t0 + 2600ms);
@@ -310,9 +354,11 @@ TEST(ShutdownSequence, KubeletGoneAfterTheTargetExitedOrOutsideAHoldSignalsNothi
 }
 
 // A shim restarted while the signal was left to kubelet keeps the duty: kubelet's lock going with
-// the target running gives its signal; an earlier run's own signal never gives a second one.
+// the target running (before kubelet's SIGTERM time, since issue 32: here its group's turn at
+// +10 s) gives its signal; an earlier run's own signal never gives a second one.
 TEST(ShutdownSequence, AResumedHoldLeftToKubeletSignalsWhenKubeletGoes) {
   fake_edges left(attach());
+  left.kubelet_by = 10s;
   left.resume(t0 + 1s, t0, /*target_running=*/true, /*left_to_kubelet=*/true);
   EXPECT_EQ(left.signals, 0);
   left.kubelet_gone(t0 + 2s);
@@ -326,10 +372,145 @@ TEST(ShutdownSequence, AResumedHoldLeftToKubeletSignalsWhenKubeletGoes) {
   EXPECT_EQ(own.signals, 0);
 }
 
+// Issue 32: kubelet closes its lock when its last group's timer fires, while the runtime's SIGKILL
+// of a pod of that group is still to land. A lock gone after kubelet's SIGTERM time is kubelet
+// done, whose signal went: the shim's would be a second one.
+TEST(ShutdownSequence, KubeletGoneAfterItsSigtermTimeSendsNoSecondSignal) {
+  fake_edges e(attach(3s, 0s, 30s));
+  e.kubelet_by = 3s;  // the critical group's turn, after the first group's 3 s
+  e.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  e.kubelet_gone(t0 + 13s);  // the critical group's 10 s timer: the lock goes, the target runs
+  EXPECT_EQ(e.signals, 0);
+  EXPECT_EQ(e.most_signals, 1) << "kubelet's, the one";
+  EXPECT_THAT(e.events, testing::Contains(event_kind::KubeletGone));
+  EXPECT_THAT(e.notes, testing::Contains(testing::HasSubstr("its signal went")));
+  EXPECT_EQ(e.releases, 0) << "the target still runs";
+  e.target_exit(t0 + 13200ms);  // the runtime's SIGKILL
+  EXPECT_EQ(e.released_at, t0 + 13200ms);
+
+  // The same lock gone within kubelet's path to the runtime after its time: kubelet's SIGTERM may
+  // still be on its way, but it was sent or is as good as sent; gone before the time it was not.
+  fake_edges edge(attach(3s));
+  edge.kubelet_by = 3s;
+  edge.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  edge.kubelet_gone(t0 + 3999ms);
+  EXPECT_EQ(edge.signals, 1) << "before kubelet's time plus its path: the shim's";
+  fake_edges after(attach(3s));
+  after.kubelet_by = 3s;
+  after.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  after.kubelet_gone(t0 + 4s);
+  EXPECT_EQ(after.signals, 0);
+}
+
+// Issue 32: the signal goes when the trigger's timing says, from the plan (kube-apiserver's
+// shutdown delay shorter than the drain: at the drain minus it).
+TEST(ShutdownSequence, TheSignalGoesWhenTheTriggerPlansIt) {
+  fake_edges e(attach(10s, 7s, 5s));
+  e.prepare_for_shutdown(t0);
+  EXPECT_EQ(e.signals, 0);
+  ASSERT_TRUE(e.timer);
+  EXPECT_EQ(*e.timer, t0 + 7s);
+  e.at(t0 + 7s);
+  EXPECT_EQ(e.signals, 1);
+  EXPECT_EQ(e.signal_at, t0 + 7s);
+  e.target_exit(t0 + 11s);
+  EXPECT_EQ(e.released_at, t0 + 11s);
+}
+
+// Issue 32: kubelet restarts kube-apiserver's container when it exits. A new process found during
+// the hold, after the signal, gets its one signal at once and holds the reboot as the first did.
+TEST(ShutdownSequence, ATargetRestartedDuringTheHoldGetsItsSignalAndIsWaitedFor) {
+  fake_edges e(attach(10s, 0s, 5s));
+  e.prepare_for_shutdown(t0);
+  ASSERT_EQ(e.signals, 1);
+  e.target_exit(t0 + 2s);  // kube-apiserver with a shutdown delay of 0
+  EXPECT_EQ(e.releases, 0) << "the drain is not over";
+  e.target_started(t0 + 3100ms);  // kubelet started it again
+  EXPECT_EQ(e.restart_signals, 1);
+  EXPECT_EQ(e.signals, 1) << "the restarted one's signal is its own, not a second to the first";
+  e.at(t0 + 10s);
+  EXPECT_EQ(e.releases, 0) << "the restarted target still runs";
+  e.target_exit(t0 + 12s);
+  EXPECT_EQ(e.released_at, t0 + 12s);
+
+  // Within the same bound: one that never exits is waited for until drain + exit-timeout.
+  fake_edges stuck(attach(10s, 0s, 5s));
+  stuck.prepare_for_shutdown(t0);
+  stuck.target_exit(t0 + 2s);
+  stuck.target_started(t0 + 3s);
+  stuck.run_timers();
+  EXPECT_EQ(stuck.released_at, t0 + 15s);
+  // After a signal that found no target at all, the same.
+  fake_edges missed(attach(10s, 0s, 5s));
+  missed.prepare_for_shutdown(t0);
+  missed.no_target(t0);
+  missed.target_started(t0 + 4s);
+  EXPECT_EQ(missed.restart_signals, 1);
+  missed.run_timers();
+  EXPECT_EQ(missed.released_at, t0 + 15s);
+}
+
+TEST(ShutdownSequence, ATargetStartedBeforeTheSignalOrAfterTheHoldIsNotSignalledThen) {
+  fake_edges before(attach(10s, 6s, 5s));
+  before.prepare_for_shutdown(t0);
+  before.target_started(t0 + 2s);  // the signal at +6 s resolves the target anew and finds it
+  EXPECT_EQ(before.restart_signals, 0);
+  before.at(t0 + 6s);
+  EXPECT_EQ(before.signals, 1);
+
+  fake_edges after(attach(3s, 0s, 5s));
+  after.prepare_for_shutdown(t0);
+  after.target_exit(t0 + 1s);
+  after.run_timers();
+  ASSERT_EQ(after.releases, 1);
+  after.target_started(t0 + 4s);  // the reboot is under way
+  EXPECT_EQ(after.restart_signals, 0);
+
+  fake_edges idle(attach());
+  idle.target_started(t0);
+  EXPECT_EQ(idle.restart_signals, 0);
+  EXPECT_FALSE(idle.machine.draining());
+}
+
+// Where kubelet signals, a target it restarted before its SIGTERM time is kubelet's to stop too;
+// after that time, the shim's.
+TEST(ShutdownSequence, ATargetRestartedBeforeKubeletsTimeIsLeftToKubelet) {
+  fake_edges e(attach(10s, 0s, 30s));
+  e.kubelet_by = 8s;
+  e.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
+  e.target_exit(t0 + 1s);  // crashed before its group's turn
+  e.target_started(t0 + 2s);
+  EXPECT_EQ(e.restarts_left_to_kubelet, 1);
+  EXPECT_EQ(e.restart_signals, 0);
+  e.target_exit(t0 + 9s);         // kubelet's SIGTERM at +8 s
+  e.target_started(t0 + 9500ms);  // a kubelet without graceful shutdown started it again
+  EXPECT_EQ(e.restart_signals, 1);
+  EXPECT_EQ(e.signals, 0);
+}
+
+// A restarted shim whose earlier run had not sent its signal yet (kube-apiserver's delay is
+// shorter than the drain, so it goes late): the signal goes at the planned time from the recorded
+// unready moment, once.
+TEST(ShutdownSequence, AResumedHoldWhoseSignalWasStillToComeSendsItAtItsTime) {
+  fake_edges e(attach(10s, 8s, 5s));
+  e.apply(e.machine.resume(t0 + 3s, {.unready_at = t0,
+                                     .cause = "PrepareForShutdown(true)",
+                                     .target_running = true,
+                                     .signalled = false,
+                                     .timing = e.timing(seq::forward_decision::forward)}));
+  e.now = t0 + 3s;
+  EXPECT_EQ(e.signals, 0);
+  e.at(t0 + 8s);
+  EXPECT_EQ(e.signals, 1);
+  EXPECT_EQ(e.signal_at, t0 + 8s);
+  e.target_exit(t0 + 10500ms);
+  EXPECT_EQ(e.released_at, t0 + 10500ms);
+}
+
 TEST(ShutdownSequence, UnreadyCarriesTheMomentTheDrainCountsFrom) {
-  seq machine(attach());
+  seq machine(attach().settings);
   auto out = machine.trigger(t0 + 7ms, seq::trigger_kind::prepare_for_shutdown,
-                             "PrepareForShutdown(true)", seq::forward_decision::forward);
+                             "PrepareForShutdown(true)", {seq::forward_decision::forward});
   auto unready = std::find_if(out.begin(), out.end(),
                               [](const auto& a) { return a.what == kind::become_unready; });
   ASSERT_NE(unready, out.end());
@@ -400,7 +581,7 @@ TEST(ShutdownSequence, OnlyOneSignalWhateverArrives) {
   e.sigterm(t0 + 1s);
   e.sigterm(t0 + 1s);
   e.apply(e.machine.trigger(e.now, seq::trigger_kind::sigint, "SIGINT",
-                            seq::forward_decision::forward));
+                            {seq::forward_decision::forward}));
   e.prepare_for_shutdown(t0 + 2s);
   e.run_timers();
   EXPECT_EQ(e.signals, 1);
@@ -739,8 +920,9 @@ TEST(ShutdownSequence, ResumeWaitsForARunningTargetUpToTheExitTimeout) {
 }
 
 TEST(ShutdownSequence, ResumeMarksTheEventAsResumed) {
-  seq machine(attach());
-  const auto out = machine.resume(t0 + 1s, t0, "PreparingForShutdown=true", true, false);
+  seq machine(attach().settings);
+  const auto out = machine.resume(
+      t0 + 1s, {.unready_at = t0, .cause = "PreparingForShutdown=true", .target_running = true});
   const auto unready = std::find_if(out.begin(), out.end(),
                                     [](const auto& a) { return a.what == kind::become_unready; });
   ASSERT_NE(unready, out.end());
@@ -775,7 +957,7 @@ TEST(ShutdownSequence, CancelAfterAResumedHoldWaitsForTheTarget) {
 // Durations are bounded by the flags, but the machine itself never overflows: a time near the end
 // of the clock saturates (UBSan reported a signed overflow in chrono before).
 TEST(ShutdownSequence, TimeArithmeticSaturates) {
-  fake_edges e({.drain_delay = 24h, .signal_delay = 24h, .exit_timeout = 24h, .has_target = true});
+  fake_edges e({.drain_delay = 24h, .exit_timeout = 24h, .has_target = true}, 24h);
   const tp late = tp::max() - 1h;
   e.prepare_for_shutdown(late);
   ASSERT_TRUE(e.timer);
@@ -811,20 +993,27 @@ TEST(ShutdownSequence, SigtermForwardingPolicy) {
 // Every ordering of the inputs that can reach the machine during one shutdown, with the timers
 // fired in between as the loop would: the invariants hold in all of them.
 TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
-  enum input { prepare, sigterm, cancel, exit_target, prepare_again, missing, kubelet_lock_gone };
+  enum input {
+    prepare,
+    sigterm,
+    cancel,
+    exit_target,
+    prepare_again,
+    missing,
+    kubelet_lock_gone,
+    restarted
+  };
   for (auto decision : {seq::forward_decision::forward, seq::forward_decision::kubelet_signals}) {
     for (bool wrapper : {false, true}) {
       for (auto signal_delay : {0s, 1s, 4s}) {
-        std::vector<input> inputs{prepare,       sigterm, cancel,           exit_target,
-                                  prepare_again, missing, kubelet_lock_gone};
+        std::vector<input> inputs{prepare, sigterm,           cancel,   exit_target, prepare_again,
+                                  missing, kubelet_lock_gone, restarted};
         std::sort(inputs.begin(), inputs.end());
         do {
           for (std::chrono::milliseconds step : {500ms, 2000ms}) {
-            fake_edges e({.drain_delay = 3s,
-                          .signal_delay = signal_delay,
-                          .exit_timeout = 5s,
-                          .has_target = true,
-                          .wrapper = wrapper});
+            fake_edges e(
+                {.drain_delay = 3s, .exit_timeout = 5s, .has_target = true, .wrapper = wrapper},
+                signal_delay);
             tp t = t0;
             for (input in : inputs) {
               switch (in) {
@@ -847,6 +1036,9 @@ TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
                 case kubelet_lock_gone:
                   e.kubelet_gone(t);
                   break;
+                case restarted:
+                  e.target_started(t);
+                  break;
               }
               t += step;
             }
@@ -861,6 +1053,12 @@ TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
               EXPECT_GE(*e.released_at, *e.signal_at) << "never released before the signal";
             }
             EXPECT_LE(e.exits, 1);
+            EXPECT_LE(e.restart_signals + e.restarts_left_to_kubelet, 1)
+                << "one signal for the one restarted target";
+            if (e.restart_signals + e.restarts_left_to_kubelet > 0) {
+              EXPECT_GE(e.signals + e.kubelet_counts, 1)
+                  << "a restart is signalled after the first";
+            }
             EXPECT_FALSE(e.timer) << "a timer left armed after everything settled";
           }
         } while (std::next_permutation(inputs.begin(), inputs.end()));
@@ -1053,11 +1251,9 @@ TEST(ShutdownSequence, InvariantsHoldWithDrillsInEveryOrdering) {
       std::vector<input> inputs{drill, stop, prepare, sigterm, cancel, exit_target};
       do {
         for (std::chrono::milliseconds step : {500ms, 2000ms}) {
-          fake_edges e({.drain_delay = 3s,
-                        .signal_delay = signal_delay,
-                        .exit_timeout = 5s,
-                        .has_target = true,
-                        .wrapper = wrapper});
+          fake_edges e(
+              {.drain_delay = 3s, .exit_timeout = 5s, .has_target = true, .wrapper = wrapper},
+              signal_delay);
           tp t = t0;
           int asked = 0;
           for (input in : inputs) {

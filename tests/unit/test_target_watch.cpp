@@ -45,10 +45,15 @@ struct watch_run {
             .exited = [this](const std::string& detail) { exited.push_back(detail); },
             .missed = [this](const std::string& why) { missed.push_back(why); },
             .running_again = [this] { ++running_again; },
+            .started = [this] { ++started; },
             .child_exited =
                 [this](int code) {
                   if (!cfg.target.wrapper()) ADD_FAILURE() << "no child in attach mode";
                   child_exits.push_back(code);
+                },
+            .command_line =
+                [this](const std::vector<std::string>& argv, const std::string& source) {
+                  command_lines.push_back({argv, source});
                 },
         });
     watch->start();
@@ -77,6 +82,8 @@ struct watch_run {
   std::unique_ptr<target_watch> watch;
   int changes = 0;
   int running_again = 0;
+  int started = 0;
+  std::vector<std::pair<std::vector<std::string>, std::string>> command_lines;
   std::vector<std::string> exited;
   std::vector<std::string> missed;
   std::vector<int> child_exits;
@@ -118,10 +125,11 @@ TEST(TargetWatch, OneSignalAndNoneFromARestartedWatchReadingTheSameRecord) {
   EXPECT_FALSE(second.status.target.running) << "the record says it had the signal";
   ASSERT_TRUE(second.watch->resumable());
   const auto resumed = second.watch->resume();
-  ASSERT_TRUE(resumed);
-  EXPECT_TRUE(resumed->running);
-  EXPECT_FALSE(resumed->left_to_kubelet);
-  EXPECT_EQ(resumed->cause, "PrepareForShutdown(true)");
+  EXPECT_TRUE(resumed.running);
+  EXPECT_TRUE(resumed.signalled);
+  EXPECT_FALSE(resumed.unsignalled_running);
+  EXPECT_FALSE(resumed.left_to_kubelet);
+  EXPECT_EQ(resumed.cause, "PrepareForShutdown(true)");
   second.watch->forward_signal();
   EXPECT_EQ(target->sigterms_so_far(), 0);
   EXPECT_EQ(second.status.signals_forwarded, 0u);
@@ -172,8 +180,7 @@ TEST(TargetWatch, LeftToKubeletSendsNoneThenTheShimsOneWhenKubeletGoes) {
   // And the record says it is the shim's now: a restarted run sends none either.
   watch_run restarted(name, state.path());
   const auto resumed = restarted.watch->resume();
-  ASSERT_TRUE(resumed);
-  EXPECT_FALSE(resumed->left_to_kubelet) << "taken back from kubelet";
+  EXPECT_FALSE(resumed.left_to_kubelet) << "taken back from kubelet";
   restarted.watch->forward_signal();
   EXPECT_EQ(target->sigterms_so_far(), 0);
 }
