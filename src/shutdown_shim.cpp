@@ -88,7 +88,8 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       signals_(io, {.trigger = [this](int signal) { on_trigger_signal(signal); },
                     .stray = [this](int signal, bool own) { on_stray_signal(signal, own); }}),
       hold_timer_(io),
-      watchdog_timer_(io) {
+      watchdog_timer_(io),
+      lb_check_timer_(io) {
   status_.drain_delay = cfg.drain_delay;
   status_.hold_needed = cfg.drain_delay + cfg.exit_timeout;
   status_.log = &log;
@@ -117,6 +118,13 @@ void shutdown_shim::start() {
   server_.listen(cfg_.listen);
   status_.listener_bound = true;
   status_.listening_since = clock::now();
+  // Once: whether a load balancer checks this shim is known only after a window of its probes.
+  if (status_.plan.applies()) {
+    lb_check_timer_.expires_after(shim_status::kLbProbeWindow);
+    lb_check_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) lb_known();
+    });
+  }
   events_.record(
       event_kind::Started, "start", "shutdown-shim started",
       {{"version", std::string(kVersion)},
@@ -632,6 +640,15 @@ void shutdown_shim::plan_from(const std::vector<std::string>& argv, const std::s
   notify_status();
 }
 
+// A minute after start: an LB that does not probe the shim checks kube-apiserver itself, and with
+// a delay shorter than the drain no signal time keeps its clients whole. Said once, as a WARNING;
+// the check signal-plan, STATUS= and the metric go on saying it while it lasts.
+void shutdown_shim::lb_known() {
+  const auto lb = status_.lb_checks_shim(clock::now());
+  if (lb == false && status_.plan.stops_accepting_early(lb)) log_.warning(status_.plan.line(lb));
+  notify_status();
+}
+
 void shutdown_shim::kubelet_changed() {
   const auto& plan = status_.kubelet.plan();
   status_.plan.set_kubelet(
@@ -693,6 +710,7 @@ void shutdown_shim::finish(shim_outcome outcome) {
   signals_.stop();
   hold_timer_.cancel();
   watchdog_timer_.cancel();
+  lb_check_timer_.cancel();
   target_.stop();
   kubelet_.stop();
   if (upstream_) upstream_->stop();

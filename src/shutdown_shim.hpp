@@ -85,6 +85,7 @@ class shutdown_shim {
   // The signal plan (issue 32).
   seq::signal_timing timing(seq::forward_decision decision) const;
   void plan_from(const std::vector<std::string>& argv, const std::string& source, bool running);
+  void lb_known();
 
   // The control socket (issue 23): status and drills, for root on the node.
   void start_control();
@@ -123,6 +124,7 @@ class shutdown_shim {
   signal_watch signals_;
   boost::asio::steady_timer hold_timer_;
   boost::asio::steady_timer watchdog_timer_;
+  boost::asio::steady_timer lb_check_timer_;
   std::chrono::microseconds watchdog_period_{0};
   std::unique_ptr<upstream_check> upstream_;
   bool ready_notified_ = false;

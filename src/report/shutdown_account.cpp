@@ -39,6 +39,10 @@ void shutdown_account::add(const event_record& r) {
       signal_by_kubelet_ = r.event == "SignalLeftToKubelet";
       taken_back_ = taken_back;
     }
+  } else if (r.event == "TargetRestarted") {
+    if (!released_us_) ++targets_restarted_;
+  } else if (r.event == "KubeletGone") {
+    if (holder && kubelet_gone_.empty()) kubelet_gone_ = r.message.substr(0, kMaxKubeletWords);
   } else if (r.event == "KubeletShutdown") {
     // The shim's own words, a few hundred bytes; bounded all the same, one per boot is kept.
     if (holder && kubelet_.empty()) kubelet_ = r.message.substr(0, kMaxKubeletWords);

@@ -23,6 +23,8 @@ namespace shim {
 //   | ShutdownCancelled after ShutdownInitiated                        | cancelled     |
 // SignalLeftToKubelet (the signal left to kubelet's graceful node shutdown) counts as
 // SignalForwarded; a SignalForwarded after it (kubelet's lock went first) is the signal then.
+// TargetRestarted (a kube-apiserver kubelet started again during the hold, given its own signal)
+// is counted; the first signal stays the shutdown's.
 //   | no SignalForwarded; the run's record before ShutdownInitiated is | no signal     |
 //   |   TargetExited (wrapper mode: the child ended on its own)        |               |
 //   | InhibitorReleased by the holding run, after SignalForwarded and  | clean         |
@@ -75,6 +77,11 @@ class shutdown_account {
   // What the load balancer's health checkers did in the drain (DrainElapsed's lb), when the shim
   // measured it; empty otherwise.
   const std::string& load_balancer() const { return lb_; }
+  // kube-apiserver processes that ran again during the hold (kubelet restarted the container) and
+  // got their own one signal (TargetRestarted), and what became of kubelet when it was to signal
+  // and went (KubeletGone's words).
+  int targets_restarted() const { return targets_restarted_; }
+  const std::string& kubelet_gone() const { return kubelet_gone_; }
 
  private:
   std::string wall_;
@@ -94,6 +101,8 @@ class shutdown_account {
   std::string lb_;
   bool signal_by_kubelet_ = false;
   bool taken_back_ = false;  // the shim's signal after one left to kubelet
+  int targets_restarted_ = 0;
+  std::string kubelet_gone_;
 };
 
 }  // namespace shim

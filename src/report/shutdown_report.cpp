@@ -144,6 +144,15 @@ std::string render_table(const std::vector<row>& rows) {
     if (const auto& lb = r.boot->last_shutdown->load_balancer(); !lb.empty()) {
       out += fmt::format("{}: load balancer: {}\n", short_boot(*r.boot), one_line(lb, kMaxKubelet));
     }
+    if (const int n = r.boot->last_shutdown->targets_restarted(); n > 0) {
+      out += fmt::format(
+          "{}: kube-apiserver ran again {} time{} during the hold (kubelet restarted it); each got "
+          "its own one signal\n",
+          short_boot(*r.boot), n, n == 1 ? "" : "s");
+    }
+    if (const auto& gone = r.boot->last_shutdown->kubelet_gone(); !gone.empty()) {
+      out += fmt::format("{}: {}\n", short_boot(*r.boot), one_line(gone, kMaxKubelet));
+    }
   }
   if (any_current) out += "* this boot\n";
   return out;
@@ -192,6 +201,13 @@ std::string render_json(const std::vector<row>& rows) {
     }
     if (!s.load_balancer().empty()) {
       append_json_string(line, "load_balancer", s.load_balancer());
+      line += ',';
+    }
+    if (s.targets_restarted() > 0) {
+      line += fmt::format("\"targets_restarted\":{},", s.targets_restarted());
+    }
+    if (!s.kubelet_gone().empty()) {
+      append_json_string(line, "kubelet_gone", s.kubelet_gone());
       line += ',';
     }
     append_json_string(line, "detail", r.detail);

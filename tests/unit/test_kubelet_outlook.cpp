@@ -14,6 +14,8 @@
 #include "kubelet/kubelet_outlook.hpp"
 #include "kubelet/kubelet_watch.hpp"
 #include "log_test_support.hpp"
+#include "run_until.hpp"
+#include "test_child.hpp"
 
 namespace shim {
 namespace {
@@ -466,6 +468,147 @@ TEST(KubeletWatch, TheOutlookIsSaidOnceAtStartInAFewWords) {
   EXPECT_THAT(test::split_lines(none_out.text()),
               testing::ElementsAre("<5>kubelet holds no shutdown lock: the shim signals "
                                    "kube-apiserver (detail: /readyz?verbose)"));
+}
+
+// --- issue 32: kubeadm's etcd beside kube-apiserver, kubelet running on without its lock ---------
+
+// kubeadm's manifests: both at priority 2000001000, so kubelet stops etcd with kube-apiserver.
+static_pod_priority kubeadm_pod(std::string name, std::int32_t priority = 2000001000) {
+  static_pod_priority p{.priority = priority,
+                        .priority_class_name = "system-node-critical",
+                        .termination_grace_seconds = std::nullopt,
+                        .namespace_name = "kube-system"};
+  p.name = name + "-node-1";
+  p.component = std::move(name);
+  return p;
+}
+
+TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
+  kubelet_outlook o(mode(false));
+  const auto config = groups({{0, 30}, {2000000000, 150}});
+  o.set_files(config_read::success(config), manifest_read::success(kubeadm_pod("kube-apiserver")),
+              std::nullopt, kubeadm_pod("etcd"));
+  o.set_lock(812);
+  ASSERT_EQ(o.stops_etcd_with_apiserver(), true);
+  ASSERT_TRUE(o.warning());
+  EXPECT_THAT(o.summary(), HasSubstr("WARNING: kubelet stops etcd (priority 2000001000) in "
+                                     "kube-apiserver's group (group 2 of 2), together with it"));
+  EXPECT_THAT(o.summary(), HasSubstr("priorityClassName: system-cluster-critical with priority: "
+                                     "2000000000"));
+  EXPECT_THAT(o.summary(), HasSubstr("{priority: 2000000000, shutdownGracePeriodSeconds: 135} and "
+                                     "{priority: 2000001000, shutdownGracePeriodSeconds: 150}"));
+  EXPECT_THAT(o.fields(), testing::Contains(log_fields::value_type(
+                              "kubelet_stops_etcd_with_apiserver", "true")));
+
+  // Its fix applied: kube-apiserver in a group of its own before etcd's.
+  kubelet_outlook fixed(mode(false));
+  fixed.set_files(
+      config_read::success(groups({{0, 30}, {2000000000, 135}, {2000001000, 150}})),
+      manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)), std::nullopt,
+      kubeadm_pod("etcd"));
+  fixed.set_lock(812);
+  EXPECT_EQ(fixed.stops_etcd_with_apiserver(), false);
+  EXPECT_THAT(fixed.summary(), testing::Not(HasSubstr("etcd")));
+
+  // Not known without etcd's manifest, or without kubelet's plan.
+  kubelet_outlook no_etcd(mode(false));
+  no_etcd.set_files(config_read::success(config),
+                    manifest_read::success(kubeadm_pod("kube-apiserver")), std::nullopt);
+  no_etcd.set_lock(812);
+  EXPECT_EQ(no_etcd.stops_etcd_with_apiserver(), std::nullopt);
+}
+
+// kubelet closes its lock itself at the end of a shutdown's handling and, after a cancel, by its
+// stale close; it still stops kube-apiserver at the next shutdown. The shim leaves the signal to
+// it then too: two SIGTERMs otherwise.
+TEST(KubeletOutlook, AKubeletRunningOnWithoutItsLockStillSignals) {
+  kubelet_outlook o(mode(false));
+  o.set_files(config_read::success(groups({{0, 30}, {2000000000, 150}})),
+              manifest_read::success(kubeadm_pod("kube-apiserver")), std::nullopt);
+  o.set_lock(std::nullopt);
+  EXPECT_FALSE(o.leaves_signal_to_kubelet());
+  o.set_lockless(812);
+  EXPECT_TRUE(o.leaves_signal_to_kubelet());
+  EXPECT_FALSE(o.second_signal());
+  EXPECT_THAT(o.summary(), HasSubstr("kubelet (pid 812) runs on without its graceful-node-shutdown "
+                                     "lock"));
+  EXPECT_THAT(o.summary(), HasSubstr("the shim sends no signal of its own"));
+}
+
+// A kubelet process to follow, and logind's list as the watch gets it.
+struct watched_kubelet {
+  watched_kubelet() {
+    std::ofstream(dir.path() + "/config.yaml")
+        << "kind: KubeletConfiguration\nshutdownGracePeriod: 30s\n"
+           "shutdownGracePeriodCriticalPods: 10s\n";
+    std::ofstream(dir.path() + "/kube-apiserver.yaml")
+        << "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\nspec:\n  priority: "
+           "2000001000\n";
+    cfg.kubelet_config = dir.path() + "/config.yaml";
+    cfg.static_pod_manifest = dir.path() + "/kube-apiserver.yaml";
+    cfg.logind_conf_dir = dir.path();
+    watch.start();
+  }
+  static logind_inhibitor::listed_lock lock(std::string who, std::string why, pid_t pid) {
+    return {.what = "shutdown",
+            .who = std::move(who),
+            .why = std::move(why),
+            .mode = "delay",
+            .uid = 0,
+            .pid = static_cast<std::uint32_t>(pid)};
+  }
+  logind_inhibitor::listed_lock own() const {
+    return lock("shutdown-shim", "drain", ::getpid());
+  }
+  logind_inhibitor::listed_lock kubelet() const {
+    return lock(std::string(kKubeletInhibitWho), std::string(kKubeletInhibitWhy), process->pid());
+  }
+
+  test::temp_dir dir;
+  std::unique_ptr<test_child> process = test_child::named("kubelet");
+  config cfg;
+  boost::asio::io_context io;
+  test::captured_output out;
+  logger log{log_format::text, out.fd(), true};
+  kubelet_outlook outlook{
+      {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true}};
+  int gone = 0;
+  kubelet_watch watch{io, cfg, log, outlook, {.gone = [this] { ++gone; }, .changed = [] {}}};
+};
+
+TEST(KubeletWatch, ALockClosedByAKubeletThatRunsOnIsNotKubeletGone) {
+  watched_kubelet k;
+  k.watch.locks_listed({k.own(), k.kubelet()});
+  ASSERT_TRUE(k.outlook.leaves_signal_to_kubelet());
+  k.watch.locks_listed({k.own()});  // its last group's timer, or its stale close
+  EXPECT_EQ(k.gone, 0);
+  EXPECT_EQ(k.outlook.lockless_pid(), static_cast<std::uint32_t>(k.process->pid()));
+  EXPECT_TRUE(k.outlook.leaves_signal_to_kubelet());
+  // The kubelet process goes (the reboot stops it, or it crashes): gone now.
+  ::kill(k.process->pid(), SIGKILL);
+  k.process->wait_exited();
+  ASSERT_TRUE(run_until(k.io, [&] { return k.gone > 0; }));
+  EXPECT_EQ(k.gone, 1);
+  EXPECT_FALSE(k.outlook.leaves_signal_to_kubelet());
+}
+
+TEST(KubeletWatch, ALockGoneWithItsKubeletOrNotFollowableIsKubeletGone) {
+  watched_kubelet crashed;
+  crashed.watch.locks_listed({crashed.own(), crashed.kubelet()});
+  ::kill(crashed.process->pid(), SIGKILL);
+  crashed.process->wait_exited();
+  crashed.io.poll();  // the pidfd's exit, with the lock still listed: nothing yet
+  EXPECT_EQ(crashed.gone, 0);
+  crashed.watch.locks_listed({crashed.own()});
+  EXPECT_EQ(crashed.gone, 1);
+  EXPECT_FALSE(crashed.outlook.leaves_signal_to_kubelet());
+
+  // The shim's own lock not listed with its own PID (a pod's PID namespace): logind's PIDs are
+  // not its own, and a lock gone is taken for kubelet gone, as before issue 32.
+  watched_kubelet elsewhere;
+  elsewhere.watch.locks_listed({elsewhere.kubelet()});
+  elsewhere.watch.locks_listed({});
+  EXPECT_EQ(elsewhere.gone, 1);
 }
 
 }  // namespace

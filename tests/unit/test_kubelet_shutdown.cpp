@@ -489,6 +489,56 @@ TEST(KubeletShutdown, ReadsJsonAsJsonOnly) {
               HasSubstr("shutdownGracePeriod: null"));
 }
 
+// Issue 32: kube-apiserver's container's command, for its shutdown delay (kubeadm's layout).
+TEST(KubeletShutdown, TheManifestsContainerCommandIsRead) {
+  const auto pod = parse_static_pod_manifest(
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  labels:\n    component: kube-apiserver\n"
+      "  name: kube-apiserver\n  namespace: kube-system\nspec:\n  containers:\n"
+      "  - name: sidecar\n    command: [\"shutdown-shim\"]\n"
+      "  - command:\n    - kube-apiserver\n    - --advertise-address=10.0.0.1\n"
+      "    args: [\"--shutdown-delay-duration=70s\"]\n    name: kube-apiserver\n"
+      "  priority: 2000001000\n");
+  ASSERT_TRUE(pod) << pod.error();
+  EXPECT_EQ(pod.value().component, "kube-apiserver");
+  EXPECT_TRUE(pod.value().is("kube-apiserver"));
+  EXPECT_FALSE(pod.value().is("etcd"));
+  EXPECT_EQ(pod.value().command,
+            (std::vector<std::string>{"kube-apiserver", "--advertise-address=10.0.0.1",
+                                      "--shutdown-delay-duration=70s"}));
+  const auto bad = parse_static_pod_manifest(
+      "kind: Pod\nspec:\n  containers:\n  - name: x\n    command: kube-apiserver\n");
+  ASSERT_FALSE(bad);
+  EXPECT_THAT(bad.error(), testing::HasSubstr("spec.containers[].command: must be a list"));
+}
+
+// Issue 32: --static-pod-manifest naming kubelet's directory reads every pod in it, as kubelet
+// does: kube-apiserver's and etcd's (OpenShift names them by the pod, kubeadm by its label).
+TEST(KubeletShutdown, KubeletsStaticPodDirectoryGivesKubeApiserverAndEtcd) {
+  test::temp_dir dir;
+  const std::filesystem::path d = dir.path();
+  std::ofstream(d / "etcd-pod.yaml")
+      << "kind: Pod\nmetadata:\n  name: etcd\n  namespace: openshift-etcd\nspec:\n"
+         "  priority: 2000001000\n";
+  std::ofstream(d / "kube-apiserver-pod.yaml")
+      << "kind: Pod\nmetadata:\n  name: kube-apiserver\n  namespace: "
+         "openshift-kube-apiserver\nspec:\n  priority: 2000001000\n";
+  std::ofstream(d / "haproxy.yaml") << "kind: Pod\nmetadata:\n  name: haproxy\nspec: {}\n";
+  std::ofstream(d / "broken.yaml") << "kind: [\n";
+  std::ofstream(d / ".kube-apiserver.yaml.swp") << "not a pod";
+  const auto read = read_kubelet_files("", d.string(), d);
+  ASSERT_TRUE(read.manifest) << read.manifest.error();
+  EXPECT_EQ(read.manifest.value().name, "kube-apiserver");
+  ASSERT_TRUE(read.etcd);
+  EXPECT_EQ(read.etcd->name, "etcd");
+
+  test::temp_dir empty;
+  std::ofstream(std::filesystem::path(empty.path()) / "etcd.yaml")
+      << "kind: Pod\nmetadata:\n  name: etcd\nspec: {}\n";
+  const auto none = read_kubelet_files("", empty.path(), empty.path());
+  ASSERT_FALSE(none.manifest);
+  EXPECT_THAT(none.manifest.error(), testing::HasSubstr("no kube-apiserver pod among 1 files"));
+}
+
 TEST(KubeletShutdown, RecognisesKubeletsLockOnly) {
   constexpr std::string_view kWhy = "Kubelet needs time to handle node shutdown";
   EXPECT_TRUE(is_kubelet_inhibitor("shutdown", "kubelet", kWhy, "delay", 0));

@@ -147,6 +147,32 @@ TEST_F(ShutdownReport, TheLoadBalancersDrainIsShown) {
   EXPECT_THAT(json.out, HasSubstr(R"("load_balancer":"1 checker saw 3 x 503 by +2.1s","detail":)"));
 }
 
+// Issue 32: kubelet restarted kube-apiserver during the hold; the new one got its own signal and
+// the hold waited for it. The shutdown's signal stays the first; the report counts the restart.
+// And kubelet gone after its SIGTERM time is said, with no second signal.
+TEST_F(ShutdownReport, ARestartedTargetIsCountedAndKubeletGoneIsSaid) {
+  event_log_builder log;
+  const auto pfs = event_log_builder::kPfs;
+  log.start(1)
+      .add("ShutdownInitiated", 100, pfs)
+      .add("SignalForwarded", 100.002, pfs, R"("target_pid":"42")")
+      .add("TargetExited", 102, "pidfd", R"("target_pid":"42")")
+      .add("TargetRestarted", 103.2, pfs, R"("target_pid":"43","signal_by":"shim")")
+      .add("KubeletGone", 104, "kubelet went after its SIGTERM time: its signal went")
+      .add("DrainElapsed", 110, "the drain delay has passed")
+      .add("TargetExited", 111, "pidfd", R"("target_pid":"43")")
+      .add("InhibitorReleased", 111.001, pfs);
+  const auto table = run(log.text());
+  EXPECT_EQ(table.result, report::outcome::clean);
+  EXPECT_THAT(table.out, HasSubstr("aaaaaaaa: kube-apiserver ran again 1 time during the hold "
+                                   "(kubelet restarted it); each got its own one signal\n"));
+  // The builder's message is the event's name: the record's message gets a line of its own.
+  EXPECT_THAT(table.out, HasSubstr("signal\naaaaaaaa: KubeletGone\n"));
+  const auto json = run(log.text(), true);
+  EXPECT_THAT(json.out, HasSubstr(R"("unready_to_signal_seconds":0.002,)"));
+  EXPECT_THAT(json.out, HasSubstr(R"("targets_restarted":1,"kubelet_gone":"KubeletGone",)"));
+}
+
 // Issue 19: kubelet's lock went before the target exited, and the shim sent the signal itself:
 // the shim's signal is the one, at its time.
 TEST_F(ShutdownReport, TheShimsSignalAfterKubeletsLockWentIsTheOne) {

@@ -15,6 +15,7 @@
 #include "log/logger.hpp"
 #include "log_test_support.hpp"
 #include "process/target_watch.hpp"
+#include "run_until.hpp"
 #include "test_child.hpp"
 
 namespace shim {
@@ -235,6 +236,93 @@ TEST(TargetWatch, AFailedSignalToTheChildIsLoggedNotThrownIntoTheLoop) {
   ::kill(pid, SIGKILL);
   run.io.run_for(10s);  // returns once the child's exit is delivered
   EXPECT_EQ(run.child_exits, std::vector<int>{137});
+}
+
+// Issue 32: what kube-apiserver runs with is read from its command line once it is found.
+TEST(TargetWatch, TheTargetsCommandLineIsReportedWhenItIsFound) {
+  const test::temp_dir state;
+  const std::string name = unique_name("l");
+  auto target = test_child::counting(name);
+  watch_run run(name, state.path());
+  ASSERT_EQ(run.command_lines.size(), 1u);
+  EXPECT_EQ(run.command_lines[0].second, fmt::format("pid {}'s command line", target->pid()));
+  EXPECT_FALSE(run.command_lines[0].first.empty()) << "the test binary's own argv, inherited";
+
+  watch_run wrapper(std::vector<std::string>{"sleep", "30", "--shutdown-delay-duration=5s"});
+  ASSERT_TRUE(wrapper.watch->start_child());
+  ASSERT_EQ(wrapper.command_lines.size(), 1u);
+  EXPECT_EQ(wrapper.command_lines[0].second, "the wrapped command");
+  EXPECT_EQ(wrapper.command_lines[0].first.back(), "--shutdown-delay-duration=5s");
+  ::kill(wrapper.watch->child()->pid(), SIGKILL);
+  wrapper.io.run_for(10s);
+}
+
+// Issue 32: kubelet restarts a static pod's container that exits. During a hold the edge looks
+// for the target again once every process of it has exited, reports one that did not have the
+// signal (started), and signal_restarted gives it its own one signal, never one to a process
+// that had it.
+TEST(TargetWatch, ATargetRestartedDuringTheHoldIsFoundAndGetsItsOneSignal) {
+  const test::temp_dir state;
+  const std::string name = unique_name("s");
+  auto first = test_child::counting(name);
+  watch_run run(name, state.path());
+  const auto now = shutdown_sequence::clock::now();
+  run.sequence.trigger(now, shutdown_sequence::trigger_kind::prepare_for_shutdown,
+                       "PrepareForShutdown(true)", {shutdown_sequence::forward_decision::forward});
+  ASSERT_TRUE(run.sequence.holding());
+  run.watch->remember_shutdown(now, "PrepareForShutdown(true)");
+  run.watch->forward_signal();
+  ASSERT_EQ(first->sigterms_so_far(), 1);
+  ::kill(first->pid(), SIGKILL);
+  first->wait_exited();
+  ASSERT_TRUE(run_until(run.io, [&] { return !run.exited.empty(); }));
+  EXPECT_EQ(run.started, 0);
+
+  auto second = test_child::counting(name);  // kubelet started it again
+  ASSERT_TRUE(run_until(run.io, [&] { return run.started > 0; }));
+  EXPECT_EQ(run.started, 1);
+  run.watch->signal_restarted();
+  EXPECT_EQ(second->sigterms_so_far(), 1);
+  const auto restarted = run.records("TargetRestarted");
+  ASSERT_EQ(restarted.size(), 1u);
+  EXPECT_EQ(test::get(restarted[0], "target_pid").text, std::to_string(second->pid()));
+  EXPECT_EQ(test::get(restarted[0], "signal_by").text, "shim");
+  EXPECT_EQ(run.status.signals_forwarded, 2u);
+  // Asked again: nothing new runs.
+  run.watch->signal_restarted();
+  run.watch->forward_signal();
+  EXPECT_EQ(second->sigterms_so_far(), 0);
+
+  // A restarted shim finds it in the record: none from it either.
+  watch_run again(name, state.path());
+  const auto resumed = again.watch->resume();
+  EXPECT_TRUE(resumed.running);
+  EXPECT_FALSE(resumed.unsignalled_running);
+  again.watch->signal_restarted();
+  EXPECT_EQ(second->sigterms_so_far(), 0);
+}
+
+// A restarted shim whose earlier run signalled a process that is gone, while kubelet's new one
+// runs: the hold is resumed (not started anew), and the new one is owed its signal.
+TEST(TargetWatch, ResumeReportsATargetTheEarlierRunDidNotSignal) {
+  const test::temp_dir state;
+  const std::string name = unique_name("u");
+  {
+    auto gone = test_child::counting(name);
+    watch_run first(name, state.path());
+    first.watch->remember_shutdown(shutdown_sequence::clock::now(), "PrepareForShutdown(true)");
+    first.watch->forward_signal();
+    ASSERT_EQ(gone->sigterms_so_far(), 1);
+  }
+  auto restarted = test_child::counting(name);
+  watch_run second(name, state.path());
+  ASSERT_TRUE(second.watch->resumable());
+  const auto resumed = second.watch->resume();
+  EXPECT_TRUE(resumed.signalled);
+  EXPECT_TRUE(resumed.running) << "the hold waits for the new one";
+  EXPECT_TRUE(resumed.unsignalled_running);
+  second.watch->signal_restarted();
+  EXPECT_EQ(restarted->sigterms_so_far(), 1);
 }
 
 }  // namespace
