@@ -35,7 +35,7 @@ std::vector<reboot_sample> run_reboots(const options& o, const hold_scenario& sc
           fmt::format("kube-apiserver-{}", i),
           {sb.tools().fake_apiserver, "--listen=127.0.0.1:0", "--port-file=" + port_file.string(),
            "--pidfile=" + pidfile.string(), "--lifecycle-log=" + lifecycle.string(),
-           "--shutdown-delay=" + sc.apiserver_shutdown_delay, "--name=kube-apiserver"});
+           "--shutdown-delay-duration=" + sc.apiserver_shutdown_delay, "--name=kube-apiserver"});
       require(wait_until([&] { return !sandbox::read_text_file(port_file).empty(); }, 30s),
               "fake_apiserver did not listen");
       return std::make_pair(&p, lifecycle);

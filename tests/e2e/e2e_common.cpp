@@ -182,7 +182,7 @@ std::vector<std::string> apiserver_argv(const std::string& binary, const std::st
           "--pidfile=" + (dir / (name + ".pid")).string(),
           "--signal-log=" + (dir / (name + "-signals.log")).string(),
           "--lifecycle-log=" + (dir / (name + "-lifecycle.log")).string(),
-          "--shutdown-delay=" + seconds(shutdown_delay_s),
+          "--shutdown-delay-duration=" + seconds(shutdown_delay_s),
           "--request-time=" + seconds(request_time_s),
           "--name=" + name};
 }

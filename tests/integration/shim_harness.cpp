@@ -188,7 +188,7 @@ apiserver ShimTest::describe_apiserver(const std::string& name, const apiserver_
             "--pidfile=" + a.pidfile.string(),
             "--signal-log=" + a.signal_log.string(),
             "--lifecycle-log=" + a.lifecycle_log.string(),
-            "--shutdown-delay=" + options.shutdown_delay,
+            "--shutdown-delay-duration=" + options.shutdown_delay,
             "--name=" + name};
   if (options.ignore_sigterm) a.argv.push_back("--ignore-sigterm");
   for (const auto& x : options.extra) a.argv.push_back(x);
@@ -228,10 +228,11 @@ shim ShimTest::start_shim(const shim_options& options, bool wait_ready) {
   s.argv.insert(
       s.argv.end(),
       {sb().tools().shim, fmt::format("--listen=127.0.0.1:{}", s.port),
-       "--drain-delay=" + options.drain_delay, "--signal-delay=" + options.signal_delay,
-       "--exit-timeout=" + options.exit_timeout, "--signal=" + options.signal,
+       "--drain-delay=" + options.drain_delay, "--exit-timeout=" + options.exit_timeout,
+       "--signal=" + options.signal,
        "--inhibit=" + options.inhibit, "--forward-on-sigterm=" + options.forward_on_sigterm,
        "--event-log=" + s.event_log.string(), "--log-format=json"});
+  if (!options.signal_delay.empty()) s.argv.push_back("--signal-delay=" + options.signal_delay);
   for (const auto& f : options.extra_flags) s.argv.push_back(f);
   for (const auto& t : options.target) s.argv.push_back(t);
   if (!options.wrapped_command.empty()) {

@@ -67,7 +67,7 @@ int run(int argc, char** argv) {
       "kube-apiserver",
       {node.tools().fake_apiserver, "--listen=127.0.0.1:0", "--port-file=" + port_file.string(),
        "--pidfile=" + pidfile.string(), "--signal-log=" + signal_log.string(),
-       "--lifecycle-log=" + lifecycle_log.string(), "--shutdown-delay=" + api_delay,
+       "--lifecycle-log=" + lifecycle_log.string(), "--shutdown-delay-duration=" + api_delay,
        "--name=kube-apiserver"});
   if (!wait_until([&] { return !sandbox::read_text_file(pidfile).empty() || !api.running(); },
                   10s) ||
