@@ -28,14 +28,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -60,17 +61,7 @@ import (
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/options"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 )
-
-// The library's graceful-termination events, as it names them in its log, and the words the
-// stand-in's lifecycle log uses for them.
-var lifecycleWords = map[string]string{
-	"ShutdownInitiated":          "UNREADY",
-	"NotAcceptingNewRequest":     "NOT_ACCEPTING",
-	"InFlightRequestsDrained":    "IN_FLIGHT_DRAINED",
-	"HTTPServerStoppedListening": "STOPPED_LISTENING",
-}
 
 // The patch types kube-apiserver accepts for a built-in resource (endpoints/installer.go).
 var patchTypes = []string{
@@ -132,34 +123,57 @@ func writeFileAtomically(path, content string) error {
 	return os.Rename(tmp, path)
 }
 
-// lifecycleSink passes every klog record on to the text logger and writes the library's
-// "[graceful-termination] shutdown event" records to the lifecycle log: the library logs each
-// event right after signalling it, and exposes most of them no other way.
-type lifecycleSink struct {
-	logr.LogSink
-	log *lineLog
+// lifecycleSignal is the library's signal NAME (lifecycle_signals.go). It keeps them unexported
+// (only two have accessors, on Config), so they are read from the server by name: each
+// lifecycle line is then written when the library signals its event, not guessed from outside.
+func lifecycleSignal(s *server.GenericAPIServer, name string) <-chan struct{} {
+	field := reflect.ValueOf(s).Elem().FieldByName("lifecycleSignals")
+	signals := reflect.NewAt(field.Type(), unsafe.Pointer(field.UnsafeAddr())).Elem()
+	signaled := signals.FieldByName(name).MethodByName("Signaled").Call(nil)[0]
+	return signaled.Interface().(<-chan struct{})
 }
 
-func (s lifecycleSink) Info(level int, msg string, keysAndValues ...any) {
-	if msg == "[graceful-termination] shutdown event" {
-		for i := 0; i+1 < len(keysAndValues); i += 2 {
-			if keysAndValues[i] != "name" {
-				continue
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// watchLifecycle writes the graceful termination's events to the lifecycle log in the order the
+// library signals them; the channel it returns is closed once the last is written.
+func watchLifecycle(s *server.GenericAPIServer, log *lineLog) <-chan struct{} {
+	initiated := lifecycleSignal(s, "ShutdownInitiated")
+	notAccepting := lifecycleSignal(s, "NotAcceptingNewRequest")
+	drained := lifecycleSignal(s, "InFlightRequestsDrained")
+	stopped := lifecycleSignal(s, "HTTPServerStoppedListening")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-initiated
+		log.write("UNREADY", "ShutdownInitiated")
+		<-notAccepting
+		log.write("NOT_ACCEPTING", "NotAcceptingNewRequest")
+		// These two come in either order, but with --shutdown-send-retry-after the listener
+		// stops only once in-flight requests have drained: when both are signalled, drained
+		// goes first.
+		for drained != nil || stopped != nil {
+			select {
+			case <-drained:
+			case <-stopped:
 			}
-			if name, ok := keysAndValues[i+1].(string); ok && lifecycleWords[name] != "" {
-				s.log.write(lifecycleWords[name], name)
+			if closed(drained) {
+				drained = nil
+				log.write("IN_FLIGHT_DRAINED", "InFlightRequestsDrained")
+			} else if closed(stopped) {
+				stopped = nil
+				log.write("STOPPED_LISTENING", "HTTPServerStoppedListening")
 			}
 		}
-	}
-	s.LogSink.Info(level, msg, keysAndValues...)
-}
-
-// WithCallDepth keeps the callers' file:line in the text log.
-func (s lifecycleSink) WithCallDepth(depth int) logr.LogSink {
-	if inner, ok := s.LogSink.(logr.CallDepthLogSink); ok {
-		return lifecycleSink{LogSink: inner.WithCallDepth(depth), log: s.log}
-	}
-	return s
+	}()
+	return done
 }
 
 // relaySignals takes SIGTERM and SIGINT from the library's handler (server.SetupSignalContext,
@@ -367,7 +381,13 @@ func run(s *settings, serving *options.SecureServingOptionsWithLoopback, runOpti
 	}
 	generic.Handler.NonGoRestfulMux.HandlePrefix("/api/v1/", &agentAPI{codecs: codecs})
 	generic.Handler.NonGoRestfulMux.HandleFunc("/hold", hold)
-	return generic.PrepareRun().RunWithContext(ctx)
+	written := watchLifecycle(generic, lifecycle)
+	if err := generic.PrepareRun().RunWithContext(ctx); err != nil {
+		return err
+	}
+	// Once RunWithContext is done, every event has been or is about to be signalled.
+	<-written
+	return nil
 }
 
 func main() {
@@ -396,7 +416,7 @@ func main() {
 		"/readyz at 500 after the port opened, as kube-apiserver's hooks do")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
-	// The graceful-termination events are logged at level 1.
+	// Level 1 has the library's graceful-termination steps: stderr tells a failed test's reader.
 	if err := klogFlags.Set("v", "1"); err != nil {
 		panic(err)
 	}
@@ -421,10 +441,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "realapi: %v\n", err)
 		os.Exit(1)
 	}
-	// One more frame of call depth: lifecycleSink.Info stands between klog and the text logger.
-	text := textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(1))).GetSink()
-	klog.SetLogger(logr.New(lifecycleSink{
-		LogSink: text.(logr.CallDepthLogSink).WithCallDepth(1), log: lifecycle}))
 
 	ctx := server.SetupSignalContext()
 	relaySignals(signals, lifecycle)
