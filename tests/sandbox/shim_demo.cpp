@@ -1,9 +1,11 @@
-// A guided run of the shim in a sandboxed node: fake_apiserver (5 s shutdown delay) watched by the
-// shim in attach mode (5 s drain, 10 s exit timeout), a Reboot through the real logind, and a
-// timeline of what everyone saw. Needs root (logind runs in its own mount namespace); touches only
-// its private bus. Everything it starts is torn down before it exits.
+// A guided run of the shim in a sandboxed node set up as kubeadm sets one up: fake_apiserver with
+// kubeadm's --shutdown-delay-duration (none: k8s.io/apiserver's default, 0) watched by the shim in
+// attach mode as its unit runs it (5 s drain, 10 s exit timeout, the signal planned from
+// kube-apiserver's delay), a Reboot through the real logind, and a timeline of what everyone saw.
+// Needs root (logind runs in its own mount namespace); touches only its private bus. Everything it
+// starts is torn down before it exits.
 //
-//   shim_demo [--drain-delay=5s] [--exit-timeout=10s] [--apiserver-delay=5s]
+//   shim_demo [--drain-delay=5s] [--exit-timeout=10s] [--apiserver-delay=0s] [--signal-delay=D]
 
 #include <fmt/core.h>
 #include <unistd.h>
@@ -54,7 +56,8 @@ bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds tim
 int run(int argc, char** argv) {
   const std::string drain = flag_value(argc, argv, "--drain-delay", "5s");
   const std::string exit_timeout = flag_value(argc, argv, "--exit-timeout", "10s");
-  const std::string api_delay = flag_value(argc, argv, "--apiserver-delay", "5s");
+  const std::string api_delay = flag_value(argc, argv, "--apiserver-delay", "0s");
+  const std::string signal_delay = flag_value(argc, argv, "--signal-delay", "");
 
   sandbox::node_sandbox node;
   fmt::print("sandbox: {} (private bus {})\n", node.dir().string(), node.bus_address());
@@ -83,12 +86,12 @@ int run(int argc, char** argv) {
                                         fmt::format("--listen=127.0.0.1:{}", port),
                                         "--target-pidfile=" + pidfile.string(),
                                         "--drain-delay=" + drain,
-                                        "--signal-delay=0s",
                                         "--exit-timeout=" + exit_timeout,
                                         "--signal=TERM",
                                         "--inhibit=auto",
                                         "--event-log=" + event_log.string(),
                                         "--log-format=json"};
+  if (!signal_delay.empty()) shim_argv.push_back("--signal-delay=" + signal_delay);
   auto& shim = node.spawn("shutdown-shim", shim_argv);
   sandbox::http_client client(port);
   const bool ready = wait_until(
@@ -104,6 +107,17 @@ int run(int argc, char** argv) {
   }
   fmt::print("shim ready on 127.0.0.1:{}, holding its delay lock; drain {}, exit timeout {}\n",
              port, drain, exit_timeout);
+  // What the shim will do, as /readyz?verbose says it (the target's command line read).
+  std::string plan;
+  wait_until(
+      [&] {
+        const auto r = client.get("/readyz?verbose", 500ms);
+        const auto at = r.body.find("[+]signal-plan ok: ");
+        if (at != std::string::npos) plan = r.body.substr(at, r.body.find('\n', at) - at);
+        return plan.find("--shutdown-delay-duration=") != std::string::npos;
+      },
+      10s);
+  fmt::print("{}\n", plan);
 
   sandbox::http_prober prober(port, "/readyz", 50ms);
   const std::uint64_t t0 = node.reboot();
@@ -132,7 +146,7 @@ int run(int argc, char** argv) {
   for (const auto& l : sandbox::read_timed_lines(lifecycle_log)) {
     if (l.word == "EXIT") {
       timeline.push_back({l.usec, "apiserver", "exited with " + l.detail});
-    } else if (l.word == "STOPPED_LISTENING" || l.word == "UNREADY") {
+    } else if (l.word == "STOPPED_LISTENING" || l.word == "UNREADY" || l.word == "NOT_ACCEPTING") {
       timeline.push_back({l.usec, "apiserver", l.word});
     }
   }

@@ -690,7 +690,9 @@ COMM_MAX = 15
 # bindata/assets/kube-apiserver/pod.yaml: `exec watch-termination ... -- hyperkube kube-apiserver`).
 OPENSHIFT_TARGET = "watch-termination"
 OPENSHIFT_KUBELET_CONFIG = "/etc/kubernetes/kubelet.conf"
-OPENSHIFT_APISERVER_MANIFEST = "/etc/kubernetes/manifests/kube-apiserver-pod.yaml"
+# kubelet's static pod directory: kube-apiserver's manifest and etcd's (issue 32: whether kubelet
+# stops etcd with kube-apiserver).
+OPENSHIFT_STATIC_POD_DIR = "/etc/kubernetes/manifests"
 # The operator's GracefulTerminationDuration: kube-apiserver's terminationGracePeriodSeconds.
 OPENSHIFT_APISERVER_GRACE_S = 135
 OPENSHIFT_CRITICAL_PRIORITY = 2000000000
@@ -881,9 +883,9 @@ def check_machineconfig(args):
     p.check(ports and not any(port in r for port in ports for r in OPENSHIFT_TAKEN_PORTS),
             f"--listen ports {ports or [SHIM_DEFAULT_PORT]} collide with OpenShift's on a master")
     p.check(flags.get("--kubelet-config") == [OPENSHIFT_KUBELET_CONFIG] and
-            flags.get("--static-pod-manifest") == [OPENSHIFT_APISERVER_MANIFEST],
+            flags.get("--static-pod-manifest") == [OPENSHIFT_STATIC_POD_DIR],
             f"kubelet files {flags.get('--kubelet-config')} {flags.get('--static-pod-manifest')}, "
-            f"want {OPENSHIFT_KUBELET_CONFIG} and {OPENSHIFT_APISERVER_MANIFEST}")
+            f"want {OPENSHIFT_KUBELET_CONFIG} and {OPENSHIFT_STATIC_POD_DIR}")
     p.check("--ensure-inhibit-delay" not in flags,
             "--ensure-inhibit-delay would rewrite the drop-in MCO owns (config drift)")
     p.check(not any(f.startswith("--upstream-") for f in flags),
@@ -894,16 +896,16 @@ def check_machineconfig(args):
     log_dir = os.path.dirname(flags.get("--event-log", [""])[0])
     state_dir = flags.get("--state-dir", [DEFAULT_STATE_DIR])[0]
     for path, writable in [(log_dir, True), (state_dir, True),
-                           (OPENSHIFT_KUBELET_CONFIG, False), (OPENSHIFT_APISERVER_MANIFEST, False),
+                           (OPENSHIFT_KUBELET_CONFIG, False), (OPENSHIFT_STATIC_POD_DIR, False),
                            (flags.get("--logind-conf-dir", [DEFAULT_LOGIND_CONF_DIR])[0], False)]:
         mount = mounted_at(mounts, path)
         p.check(mount is not None and not (writable and "ro" in mount[1]),
                 f"{path} is not the host's{' (writable)' if writable else ''} in the container")
     # A file's bind mount keeps the inode it found: the operator's rename of a new revision's
     # manifest would never be seen (kubelet.conf changes only with a reboot, a new container).
-    manifest_mount = mounted_at(mounts, OPENSHIFT_APISERVER_MANIFEST)
-    p.check(manifest_mount is not None and manifest_mount[0] != OPENSHIFT_APISERVER_MANIFEST,
-            "the manifest is mounted as a file, not its directory")
+    manifest_mount = mounted_at(mounts, OPENSHIFT_STATIC_POD_DIR)
+    p.check(manifest_mount is not None and manifest_mount[0] == OPENSHIFT_STATIC_POD_DIR,
+            "the static pod directory is not mounted as a directory")
     p.check(log_dir == "/var/log/shutdown-shim" and state_dir == DEFAULT_STATE_DIR,
             f"event log in {log_dir}, state in {state_dir}: not the unit's LogsDirectory and "
             "RuntimeDirectory")
