@@ -23,13 +23,14 @@ std::string whole_seconds(std::chrono::nanoseconds d) {
 }  // namespace
 
 bool signal_plan::set_apiserver(const result<apiserver_shutdown>& read, const std::string& source) {
-  const std::optional<apiserver_shutdown> known = read ? std::optional(read.value()) : std::nullopt;
-  const std::string unknown = read ? std::string() : read.error() + " (" + source + ")";
-  if (known == apiserver_ && unknown == unknown_ && (!known || source == source_)) return false;
+  const std::optional<apiserver_shutdown> known =
+      read ? std::optional(read.value()) : std::nullopt;
+  const std::string unknown = read ? std::string() : read.error();
+  const bool changed = known != apiserver_ || unknown != unknown_;
   apiserver_ = known;
   unknown_ = unknown;
   source_ = source;
-  return true;
+  return changed;
 }
 
 signal_plan::duration signal_plan::signal_delay() const {
@@ -56,7 +57,8 @@ std::string signal_plan::settings_words() const {
         apiserver_->send_retry_after ? " --shutdown-send-retry-after=true" : "", source_);
   }
   if (!unknown_.empty()) {
-    return "kube-apiserver's --shutdown-delay-duration is not known: " + unknown_;
+    return "kube-apiserver's --shutdown-delay-duration is not known: " + unknown_ + " (" + source_ +
+           ")";
   }
   return "kube-apiserver's --shutdown-delay-duration is not known yet (read from its command line "
          "once it runs)";

@@ -47,7 +47,8 @@ class signal_plan {
   explicit signal_plan(settings s) : settings_(s) {}
 
   // kube-apiserver's settings as read (a failure says why they are not known), and from where:
-  // "pid 812's command line", "--static-pod-manifest=PATH". True when what it says changed.
+  // "pid 812's command line", "--static-pod-manifest=PATH". True when the settings (or why they are
+  // not known) changed, not only where they were read (a restarted kube-apiserver's new pid).
   bool set_apiserver(const result<apiserver_shutdown>& read, const std::string& source);
   // Who signals: kubelet (its window), or the shim (nullopt).
   void set_kubelet(std::optional<kubelet_window> kubelet) { kubelet_ = kubelet; }

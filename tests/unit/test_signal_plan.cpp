@@ -195,7 +195,9 @@ TEST(SignalPlan, SetApiserverSaysWhetherAnythingChanged) {
   const auto zero = result<apiserver_shutdown>::success({0s, false});
   EXPECT_TRUE(p.set_apiserver(zero, "pid 1's command line"));
   EXPECT_FALSE(p.set_apiserver(zero, "pid 1's command line"));
-  EXPECT_TRUE(p.set_apiserver(zero, "pid 2's command line"));
+  // A restarted kube-apiserver with the same settings: nothing new to say, but its source is kept.
+  EXPECT_FALSE(p.set_apiserver(zero, "pid 2's command line"));
+  EXPECT_THAT(p.line(true), HasSubstr("(pid 2's command line)"));
   EXPECT_TRUE(p.set_apiserver(result<apiserver_shutdown>::success({5s, false}), "pid 2's"));
 }
 
