@@ -263,25 +263,9 @@ void target_watch::signal_attached(signal_sender sender, signal_scope scope) {
       shutdown_.signalled.push_back({*identity, now_us, cfg_.signal, by_kubelet});
     }
     save_record();
-    const auto& plan = status_.kubelet.plan();
-    const std::string kubelet_window = plan ? plan->sigterm_window() : "?";
+    log_fields fields{{"target_pid", std::to_string(pid)}};
     if (by_kubelet) {
-      log_fields fields{{"target_pid", std::to_string(pid)}};
       for (auto& f : status_.kubelet.window_fields()) fields.push_back(std::move(f));
-      if (restarted) {
-        fields.emplace_back("signal_by", "kubelet");
-        events_.record(event_kind::TargetRestarted, status_.drain_cause,
-                       fmt::format("{} (pid {}) ran again before kubelet's SIGTERM time ({}): "
-                                   "kubelet stops it as the first; the shim sends none",
-                                   describe_target(cfg_.target), pid, kubelet_window),
-                       fields);
-      } else {
-        events_.record(event_kind::SignalLeftToKubelet, status_.drain_cause,
-                       fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
-                                   "counts kubelet's as the one",
-                                   describe_target(cfg_.target), kubelet_window),
-                       fields);
-      }
     } else {
       const auto delivered = process->send_signal(cfg_.signal);
       if (!delivered) {
@@ -290,21 +274,33 @@ void target_watch::signal_attached(signal_sender sender, signal_scope scope) {
       }
       if (!delivered.value()) continue;
       ++status_.signals_forwarded;
-      log_fields fields{{"target_pid", std::to_string(pid)}, {"signal", sig}};
+      fields.emplace_back("signal", sig);
       if (taken_back) fields.emplace_back("instead_of", "kubelet");
-      if (restarted) {
-        fields.emplace_back("signal_by", "shim");
-        events_.record(event_kind::TargetRestarted, status_.drain_cause,
-                       fmt::format("{} (pid {}) ran again during the hold without the signal: "
-                                   "sent it {}, its one",
-                                   describe_target(cfg_.target), pid, sig),
-                       fields);
-      } else {
-        events_.record(event_kind::SignalForwarded, status_.drain_cause,
-                       fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
-                                   taken_back ? ": kubelet went before it had exited" : ""),
-                       fields);
-      }
+    }
+    const auto& plan = status_.kubelet.plan();
+    const std::string kubelet_window = plan ? plan->sigterm_window() : "?";
+    if (restarted) {
+      fields.emplace_back("signal_by", by_kubelet ? "kubelet" : "shim");
+      events_.record(
+          event_kind::TargetRestarted, status_.drain_cause,
+          fmt::format("{} (pid {}) ran again during the hold without the signal: {}",
+                      describe_target(cfg_.target), pid,
+                      by_kubelet ? fmt::format("kubelet stops it at its group's turn ({}), the "
+                                               "shim sends none",
+                                               kubelet_window)
+                                 : "sent it " + sig + ", its one"),
+          fields);
+    } else if (by_kubelet) {
+      events_.record(event_kind::SignalLeftToKubelet, status_.drain_cause,
+                     fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
+                                 "counts kubelet's as the one",
+                                 describe_target(cfg_.target), kubelet_window),
+                     fields);
+    } else {
+      events_.record(event_kind::SignalForwarded, status_.drain_cause,
+                     fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
+                                 taken_back ? ": kubelet went before it had exited" : ""),
+                     fields);
     }
     ++sent;
     // One left to kubelet is watched since it was counted.

@@ -200,6 +200,25 @@ apiserver ShimTest::describe_apiserver(const std::string& name, const apiserver_
   return a;
 }
 
+std::string ShimTest::wait_check_line(const shim& s, const std::string& check,
+                                      const std::string& text) {
+  std::string line;
+  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto r = wait_shim_answer(s, "/readyz?verbose")) {
+      line = readyz_check_line(r->body, check).value_or("");
+      if (line.find(text) != std::string::npos) return line;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return line;
+}
+
+std::optional<double> ShimTest::shim_metric(const shim& s, const std::string& name) {
+  auto r = wait_shim_answer(s, "/metrics");
+  return r ? metric_value(r->body, name) : std::nullopt;
+}
+
 bool ShimTest::wait_apiserver_listening(const apiserver& a, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (a.port() == 0 || !a.pid()) {
@@ -225,13 +244,12 @@ shim ShimTest::start_shim(const shim_options& options, bool wait_ready) {
   s.event_log = sb().path("shim-events.jsonl");
   s.log = sb().log_path("shutdown-shim");
   s.argv = options.launcher;
-  s.argv.insert(
-      s.argv.end(),
-      {sb().tools().shim, fmt::format("--listen=127.0.0.1:{}", s.port),
-       "--drain-delay=" + options.drain_delay, "--exit-timeout=" + options.exit_timeout,
-       "--signal=" + options.signal,
-       "--inhibit=" + options.inhibit, "--forward-on-sigterm=" + options.forward_on_sigterm,
-       "--event-log=" + s.event_log.string(), "--log-format=json"});
+  s.argv.insert(s.argv.end(),
+                {sb().tools().shim, fmt::format("--listen=127.0.0.1:{}", s.port),
+                 "--drain-delay=" + options.drain_delay, "--exit-timeout=" + options.exit_timeout,
+                 "--signal=" + options.signal, "--inhibit=" + options.inhibit,
+                 "--forward-on-sigterm=" + options.forward_on_sigterm,
+                 "--event-log=" + s.event_log.string(), "--log-format=json"});
   if (!options.signal_delay.empty()) s.argv.push_back("--signal-delay=" + options.signal_delay);
   for (const auto& f : options.extra_flags) s.argv.push_back(f);
   for (const auto& t : options.target) s.argv.push_back(t);

@@ -144,6 +144,11 @@ class ShimTest : public ::testing::Test {
   std::optional<sandbox::http_result> wait_shim_answer(
       const shim& s, const std::string& target = "/readyz",
       std::chrono::milliseconds timeout = kStartTimeout);
+  // The line of `check` in the shim's /readyz?verbose once it contains `text` (bounded polling), or
+  // the last line seen.
+  std::string wait_check_line(const shim& s, const std::string& check, const std::string& text);
+  // An unlabelled sample of the shim's /metrics, or nullopt.
+  std::optional<double> shim_metric(const shim& s, const std::string& name);
   // The shim's delay lock shows in logind's ListInhibitors.
   bool wait_shim_lock(bool present, std::chrono::milliseconds timeout = kStartTimeout);
   // A delay lock of this shim process (its PID) shows in ListInhibitors.

@@ -82,12 +82,12 @@ class ShimChecks : public ShimTest {
   }
 
   // The value of one labelled sample on the shim's /metrics now (nullopt: no answer or no sample).
-  std::optional<double> shim_metric(const shim& s, const std::string& sample) {
+  std::optional<double> labelled_metric(const shim& s, const std::string& sample) {
     auto r = wait_shim_answer(s, "/metrics");
     return r ? labelled_value(r->body, sample) : std::nullopt;
   }
   std::optional<double> probe_failures(const shim& s, const std::string& reason) {
-    return shim_metric(
+    return labelled_metric(
         s, fmt::format("shutdown_shim_upstream_probe_failures_total{{reason=\"{}\"}}", reason));
   }
 
@@ -557,7 +557,7 @@ TEST_F(ShimChecks, OneStatus500StaysReadyAndIsCounted) {
   std::cout << fmt::format("FIGURES one_500_probe_failures={} readyz_requests={}", *counted,
                            prober.requests())
             << std::endl;
-  EXPECT_EQ(shim_metric(s, "shutdown_shim_upstream_consecutive_failures"), 0.0);
+  EXPECT_EQ(labelled_metric(s, "shutdown_shim_upstream_consecutive_failures"), 0.0);
   EXPECT_EQ(s.count_events("UpstreamFailed"), 0u);
   const auto line = readyz_check_line(verbose(s), "upstream");
   EXPECT_EQ(line, "[+]upstream ok") << line.value_or("(none)");

@@ -132,26 +132,6 @@ class KubeletTest : public ShimTest {
     return f;
   }
 
-  // The shim's kubelet-shutdown line once it contains `text` (it lists kubelet's lock only after
-  // logind says its locks changed), or the last line seen.
-  std::string wait_kubelet_check(const shim& s, const std::string& text) {
-    std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (auto r = wait_shim_answer(s, "/readyz?verbose")) {
-        line = readyz_check_line(r->body, "kubelet-shutdown").value_or("");
-        if (line.find(text) != std::string::npos) return line;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return line;
-  }
-
-  std::optional<double> shim_metric(const shim& s, const std::string& name) {
-    auto r = wait_shim_answer(s, "/metrics");
-    return r ? metric_value(r->body, name) : std::nullopt;
-  }
-
   // One node of a ShimKubelet case: the apiserver, the shim attached to it with shim_flags, then
   // the stand-in kubelet, which takes its lock after the shim's; line: the shim's kubelet-shutdown
   // line once it says `expect`. A step that fails is a test failure; callers stop on HasFailure().
@@ -185,7 +165,7 @@ class KubeletTest : public ShimTest {
       ADD_FAILURE() << "the stand-in never took its lock";
       return n;
     }
-    n.line = wait_kubelet_check(n.s, expect);
+    n.line = wait_check_line(n.s, "kubelet-shutdown", expect);
     note("kubelet-shutdown: " + n.line);
     return n;
   }
@@ -464,7 +444,7 @@ TEST_F(ShimKubelet, KubeletsLockWithoutItsConfigIsAWarning) {
   auto k =
       start_kubelet("--target-pidfile=" + api.pidfile.string(), kKubeletFirstGroup, kKubeletGrace);
   ASSERT_TRUE(wait_kubelet_lock(k));
-  const auto line = wait_kubelet_check(s, "without --kubelet-config");
+  const auto line = wait_check_line(s, "kubelet-shutdown", "without --kubelet-config");
   note("kubelet-shutdown: " + line);
   EXPECT_THAT(line, testing::HasSubstr(fmt::format("kubelet (pid {})", k.process->pid())));
   EXPECT_THAT(line, testing::HasSubstr("give --kubelet-config and --static-pod-manifest"));

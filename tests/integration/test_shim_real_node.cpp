@@ -34,22 +34,9 @@ std::size_t count_words(const std::filesystem::path& log, const std::string& wor
 
 class ShimRealNode : public ShimTest {
  protected:
-  // The check signal-plan's line, and a metric, once the shim has read the target's command line.
+  // The check signal-plan's line once the shim has read the target's command line.
   std::string wait_plan(const shim& s, const std::string& text) {
-    std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (auto r = wait_shim_answer(s, "/readyz?verbose")) {
-        line = readyz_check_line(r->body, "signal-plan").value_or("");
-        if (line.find(text) != std::string::npos) return line;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return line;
-  }
-  std::optional<double> metric(const shim& s, const std::string& name) {
-    auto r = wait_shim_answer(s, "/metrics");
-    return r ? metric_value(r->body, name) : std::nullopt;
+    return wait_check_line(s, "signal-plan", text);
   }
 };
 
@@ -66,9 +53,9 @@ TEST_F(ShimRealNode, KubeadmsDelayOfZeroIsSignalledOnceTheDrainIsOver) {
   note("signal-plan: " + line);
   EXPECT_THAT(line, testing::HasSubstr("kube-apiserver --shutdown-delay-duration=0s (pid "));
   EXPECT_THAT(line, testing::HasSubstr("SIGTERM at +3s, once the load balancer has drained"));
-  EXPECT_EQ(metric(s, "shutdown_shim_signal_delay_seconds"), 3.0);
-  EXPECT_EQ(metric(s, "shutdown_shim_apiserver_shutdown_delay_seconds"), 0.0);
-  EXPECT_EQ(metric(s, "shutdown_shim_apiserver_stops_accepting_early"), 0.0);
+  EXPECT_EQ(shim_metric(s, "shutdown_shim_signal_delay_seconds"), 3.0);
+  EXPECT_EQ(shim_metric(s, "shutdown_shim_apiserver_shutdown_delay_seconds"), 0.0);
+  EXPECT_EQ(shim_metric(s, "shutdown_shim_apiserver_stops_accepting_early"), 0.0);
 
   sandbox::http_prober prober(s.port, "/readyz");
   const auto r = reboot_and_observe(api, prober);
@@ -96,7 +83,7 @@ TEST_F(ShimRealNode, ADelayThatCoversTheDrainIsSignalledAtOnce) {
   const auto line = wait_plan(s, "covers the drain");
   note("signal-plan: " + line);
   EXPECT_THAT(line, testing::HasSubstr("--shutdown-send-retry-after=true"));
-  EXPECT_EQ(metric(s, "shutdown_shim_signal_delay_seconds"), 0.0);
+  EXPECT_EQ(shim_metric(s, "shutdown_shim_signal_delay_seconds"), 0.0);
 
   sandbox::http_prober prober(s.port, "/readyz");
   const auto r = reboot_and_observe(api, prober);
