@@ -179,7 +179,8 @@ func watchLifecycle(s *server.GenericAPIServer, log *lineLog) <-chan struct{} {
 // relaySignals takes SIGTERM and SIGINT from the library's handler (server.SetupSignalContext,
 // called before) and hands each on through server.RequestShutdown once it is logged: the
 // library still decides (the first cancels its context, the second is os.Exit(1)), but the
-// record of a second signal is written before that exit can happen.
+// record of a second signal is written before that exit can happen. It runs before the pidfile
+// is written: a signal between the Reset and the Notify would meet the default action.
 func relaySignals(signals, lifecycle *lineLog) {
 	signal.Reset(syscall.SIGTERM, syscall.SIGINT)
 	ch := make(chan os.Signal, 4)
@@ -188,7 +189,7 @@ func relaySignals(signals, lifecycle *lineLog) {
 		count := 0
 		for sig := range ch {
 			count++
-			signals.write(strings.ToUpper(unix.SignalName(sig.(syscall.Signal))), "")
+			signals.write(unix.SignalName(sig.(syscall.Signal)), "")
 			if count == 2 {
 				lifecycle.write("EXIT", "1 second signal")
 			}
