@@ -53,7 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   try {
     const shim::config cfg = shim::parse_flags(args);
-    for (const auto d : {cfg.drain_delay, cfg.signal_delay, cfg.exit_timeout}) {
+    for (const auto d :
+         {cfg.drain_delay, cfg.signal_delay.value_or(nanoseconds(0)), cfg.exit_timeout}) {
       check(d >= nanoseconds(0) && d <= shim::kMaxFlagDuration);
     }
     check(!cfg.target.pid || *cfg.target.pid > 1);
