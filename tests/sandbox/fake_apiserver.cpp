@@ -33,7 +33,9 @@
 //  - PATCH /api/v1/nodes/NAME[/status], as a node agent writes its node: 200 with the Node (kind,
 //    apiVersion, name, a resourceVersion that grows) when the Content-Type is one of kube's patch
 //    types, else 415 with kube's Status body, as the real server answers. Nothing is stored.
-//    GET /api/v1/namespaces/NAME: the Namespace. Other paths: 200 "ok".
+//    GET /api/v1/namespaces/NAME: the Namespace. GET /hold?seconds=N answers "held Ns" N seconds
+//    later (400 without a number), a request in flight as long as a slow LIST, as realapi's
+//    /hold: during a shutdown's in-flight wait it keeps the wait going. Other paths: 200 "ok".
 //  - --etcd-pidfile: while the process that file names does not run, /readyz fails
 //    "[-]etcd failed" and every etcd-backed request (under /api/ and /apis/) gets 500 with kube's
 //    ServerTimeout Status and "Retry-After: 2", as InterpretGetError answers an unreachable
@@ -87,6 +89,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -812,6 +815,28 @@ void session::respond() {
                               R"("status":{{"phase":"Active"}}}})"
                               "\n",
                               name));
+  }
+  if (path == "/hold") {
+    // A request in flight for as long as a test needs, as a slow LIST is (realapi's endpoint).
+    const auto query = target.substr(std::min(target.size(), path.size() + 1));
+    const auto at = query.find("seconds=");
+    double seconds = -1;
+    if (at == 0 || (at != std::string_view::npos && query[at - 1] == '&')) {
+      const auto value = query.substr(at + 8, query.find('&', at) - at - 8);
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+      if (ec != std::errc{} || end != value.data() + value.size()) seconds = -1;
+    }
+    if (seconds < 0) {
+      return answer(http::status::bad_request, "text/plain; charset=utf-8",
+                    "hold needs ?seconds=N\n");
+    }
+    service_timer_.expires_after(std::chrono::microseconds(std::llround(seconds * 1e6)));
+    service_timer_.async_wait([self = shared_from_this(), seconds](beast::error_code ec) {
+      if (ec) return self->close();
+      self->answer(http::status::ok, "text/plain; charset=utf-8",
+                   fmt::format("held {}s\n", seconds));
+    });
+    return;
   }
   if (path == "/readyz") {
     if (control == "hang") {
