@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <charconv>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -58,6 +59,19 @@ bool peer_closed(tcp::socket& socket) {
   if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
   char c;
   return recv(socket.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+// client-go's checkWait and retryAfterSeconds: a 429 or a 5xx whose Retry-After is a whole number
+// of seconds asks to be sent again after that long.
+std::optional<std::chrono::seconds> retry_after_of(const http::response_header<>& res) {
+  const unsigned status = res.result_int();
+  if (status != 429 && status < 500) return std::nullopt;
+  const auto field = res[http::field::retry_after];
+  const char* const end = field.data() + field.size();
+  long long n = 0;
+  const auto [stop, ec] = std::from_chars(field.data(), end, n);
+  if (field.empty() || ec != std::errc{} || stop != end || n < 0) return std::nullopt;
+  return std::chrono::seconds(n);
 }
 
 http::request<http::string_body> make_request(const load_options& o, bool keep_alive) {
@@ -140,6 +154,19 @@ struct load_client::impl {
     records.push_back(std::move(r));
   }
 
+  // With client_go_retry_after: how long to wait before sending rec again after this answer, and
+  // the answer noted in rec; nothing when the answer stands (no Retry-After, the retries used up,
+  // or a wait that would outlast the request's timeout).
+  std::optional<std::chrono::seconds> wait_to_retry(request_record& rec,
+                                                    const http::response_header<>& res) const {
+    if (!opts.client_go_retry_after || rec.waited_out >= kClientGoMaxRetries) return std::nullopt;
+    const auto wait = retry_after_of(res);
+    const auto elapsed = std::chrono::microseconds(sandbox::monotonic_us() - rec.send_us);
+    if (!wait || elapsed + *wait >= opts.timeout) return std::nullopt;
+    if (rec.waited_out++ == 0) rec.waited_out_status = res.result_int();
+    return wait;
+  }
+
   static std::chrono::steady_clock::time_point next_slot(std::chrono::steady_clock::time_point slot,
                                                          std::chrono::microseconds period) {
     // Keep the rate, but never send a burst to catch up after a stall.
@@ -159,11 +186,17 @@ struct load_client::impl {
     beast::flat_buffer buffer;
     http::response<http::string_body> res;
     request_record rec;
+    asio::steady_timer retry_timer;  // a Retry-After being waited out
 
-    explicit one_shot(impl& o) : owner(o), stream(o.io), req(make_request(o.opts, false)) {}
+    explicit one_shot(impl& o)
+        : owner(o), stream(o.io), req(make_request(o.opts, false)), retry_timer(o.io) {}
 
     void start() {
       rec.send_us = sandbox::monotonic_us();
+      connect();
+    }
+
+    void connect() {
       stream.tcp.expires_after(owner.opts.timeout);
       stream.tcp.async_connect(owner.endpoint, [self = shared_from_this()](beast::error_code ec) {
         if (ec) return self->finish(error_kind(ec, true));
@@ -182,10 +215,22 @@ struct load_client::impl {
             if (ec) return self->finish(error_kind(ec, false));
             self->rec.status = self->res.result_int();
             self->rec.backend = std::string(self->res["X-Backend"]);
+            if (const auto wait = self->owner.wait_to_retry(self->rec, self->res)) {
+              return self->send_again_after(*wait);
+            }
             self->finish({});
           });
         });
       });
+    }
+
+    // Every request here has a connection of its own: the next attempt dials again.
+    void send_again_after(std::chrono::seconds wait) {
+      stream.close();
+      buffer.clear();
+      res = {};
+      retry_timer.expires_after(wait);
+      retry_timer.async_wait([self = shared_from_this()](beast::error_code) { self->connect(); });
     }
 
     void finish(std::string error) {
@@ -213,6 +258,8 @@ struct load_client::impl::keep_alive {
   impl& owner;
   unsigned index;
   asio::steady_timer timer;
+  // A Retry-After being waited out: the request is in flight, so stop() lets it run.
+  asio::steady_timer retry_timer;
   std::chrono::steady_clock::time_point next;
   client_stream stream;
   bool connected = false;
@@ -223,7 +270,8 @@ struct load_client::impl::keep_alive {
   std::optional<http::response_parser<http::string_body>> parser;
   request_record rec;
 
-  keep_alive(impl& o, unsigned i) : owner(o), index(i), timer(o.io), stream(o.io) {}
+  keep_alive(impl& o, unsigned i)
+      : owner(o), index(i), timer(o.io), retry_timer(o.io), stream(o.io) {}
 
   void start() {
     next = std::chrono::steady_clock::now();
@@ -281,6 +329,11 @@ struct load_client::impl::keep_alive {
           rec.backend = std::string(res["X-Backend"]);
           ++served;
           if (!res.keep_alive()) drop();
+          if (const auto wait = owner.wait_to_retry(rec, res)) {
+            retry_timer.expires_after(*wait);
+            retry_timer.async_wait([this](beast::error_code) { send(); });
+            return;
+          }
           finish({});
         });
       });
@@ -381,24 +434,41 @@ std::map<std::string, std::size_t> failed_by_kind(const std::vector<request_reco
   return m;
 }
 
-std::string failed_by_kind_text(const std::vector<request_record>& records) {
+namespace {
+
+std::string kinds_text(const std::map<std::string, std::size_t>& kinds) {
   std::string text;
-  for (const auto& [kind, n] : failed_by_kind(records)) {
+  for (const auto& [kind, n] : kinds) {
     text += fmt::format("{}{} {}", text.empty() ? "" : ", ", kind, n);
   }
   return text.empty() ? "-" : text;
 }
 
+}  // namespace
+
+std::string failed_by_kind_text(const std::vector<request_record>& records) {
+  return kinds_text(failed_by_kind(records));
+}
+
+std::string waited_out_by_kind_text(const std::vector<request_record>& records) {
+  std::map<std::string, std::size_t> m;
+  for (const auto& r : records) {
+    if (r.waited_out)
+      ++m[fmt::format("{}:http_{}", r.reused ? "reused" : "new", r.waited_out_status)];
+  }
+  return kinds_text(m);
+}
+
 void write_records_csv(const std::filesystem::path& path,
                        const std::vector<request_record>& records, std::uint64_t t0_us) {
   std::ofstream out(path, std::ios::trunc);
-  out << "conn,send_s,latency_ms,status,error,backend,retried,failed\n";
+  out << "conn,send_s,latency_ms,status,error,backend,retried,failed,waited_out\n";
   for (const auto& r : records) {
-    out << fmt::format("{},{:.6f},{:.3f},{},{},{},{},{}\n", r.reused ? "reused" : "new",
+    out << fmt::format("{},{:.6f},{:.3f},{},{},{},{},{},{}\n", r.reused ? "reused" : "new",
                        (static_cast<double>(r.send_us) - static_cast<double>(t0_us)) / 1e6,
                        static_cast<double>(r.latency_us) / 1e3, r.status,
                        r.error.empty() ? "-" : r.error, r.backend.empty() ? "-" : r.backend,
-                       r.retried ? 1 : 0, r.failed() ? 1 : 0);
+                       r.retried ? 1 : 0, r.failed() ? 1 : 0, r.waited_out);
   }
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }

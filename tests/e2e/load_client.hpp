@@ -20,6 +20,10 @@ struct request_record {
   std::string error;     // transport error kind when status == 0
   std::string backend;   // X-Backend of the answer
   bool retried = false;  // the reused connection was closed under the request; sent again
+  // With client_go_retry_after: the answers with Retry-After that were waited out before this
+  // one, and the first one's status. The field's samplers count such a request as failed.
+  unsigned waited_out = 0;
+  unsigned waited_out_status = 0;
   bool failed() const { return status < 200 || status > 299; }
 };
 
@@ -42,7 +46,16 @@ struct load_options {
   // When the keep-alive stream's next request goes, from the outcome of the last one: that long
   // after it ended. Empty: at the next slot of `rate`. A node agent's retry policy.
   std::function<std::chrono::microseconds(const request_record&)> pause_after{};
+  // client-go's way with an answer that asks to be sent again (with_retry.go's checkWait): a 429
+  // or a 5xx with a Retry-After of N seconds is waited out and the request sent again, on a new
+  // connection when the answer closed its own, up to kClientGoMaxRetries times and within the
+  // timeout. Off (the default), every non-2xx is a failure, as the field's disruption samplers
+  // count it.
+  bool client_go_retry_after = false;
 };
+
+// client-go's default maxRetries for a Retry-After.
+inline constexpr unsigned kClientGoMaxRetries = 10;
 
 // A steady stream of GETs through the load balancer, on its own thread, as the field's disruption
 // samplers send them: one stream opens a new connection per request (requests are launched on
@@ -56,7 +69,12 @@ struct load_options {
 // keep-alive stream re-dials when the server closed the idle connection, and a GET that found the
 // reused connection closed before any byte of an answer is sent once more on a new connection;
 // such requests are marked `retried`. Every non-2xx answer and every other transport error
-// (refused, reset during the answer, timeout) is a failure.
+// (refused, reset during the answer, timeout) is a failure, except, with client_go_retry_after, an
+// answer that client-go would wait out and send again: the request's outcome is then that of its
+// last attempt, and `waited_out` says how many it took (kube-apiserver's
+// --shutdown-send-retry-after answers 429 with Retry-After: 5 once its shutdown delay is over, and
+// every Kubernetes client waits that out). A request waiting out a Retry-After is in flight:
+// stop() waits for it.
 class load_client {
  public:
   explicit load_client(load_options options);
@@ -77,6 +95,9 @@ class load_client {
 std::map<std::string, std::size_t> failed_by_kind(const std::vector<request_record>& records);
 // The same as a table cell: "new:eof 2, reused:reset 1", or "-".
 std::string failed_by_kind_text(const std::vector<request_record>& records);
+// The requests that waited out a Retry-After (client_go_retry_after), by connection and the first
+// such answer's status, as a table cell: "reused:http_429 1", or "-".
+std::string waited_out_by_kind_text(const std::vector<request_record>& records);
 
 void write_records_csv(const std::filesystem::path& path,
                        const std::vector<request_record>& records, std::uint64_t t0_us);
