@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -110,6 +111,28 @@ bool ready_200(std::uint16_t port) {
   sandbox::http_client c(port);
   auto r = c.get("/readyz", std::chrono::milliseconds(500));
   return r.ok && r.status == 200;
+}
+
+std::optional<double> shim_metric(std::uint16_t port, const std::string& name) {
+  sandbox::http_client c(port);
+  const auto r = c.get("/metrics", std::chrono::milliseconds(2000));
+  if (!r.ok || r.status != 200) return std::nullopt;
+  std::istringstream in(r.body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> shim_check_line(std::uint16_t port, const std::string& check) {
+  sandbox::http_client c(port);
+  const auto r = c.get("/readyz?verbose", std::chrono::milliseconds(2000));
+  if (!r.ok) return std::nullopt;
+  std::istringstream in(r.body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("[+]" + check + " ") || line.starts_with("[-]" + check + " ")) return line;
+  }
+  return std::nullopt;
 }
 
 std::uint16_t next_service_port() {

@@ -57,6 +57,12 @@ std::optional<pid_t> read_pid(const std::filesystem::path& pidfile);
 std::filesystem::path read_first_line(const std::filesystem::path& path);
 // GET /readyz on 127.0.0.1:port answered 200.
 bool ready_200(std::uint16_t port);
+// What a shim on 127.0.0.1:port says: a metric's value from /metrics, and the line of one check of
+// /readyz?verbose ("[+]signal-plan ..."). Nothing when it is not there or the shim did not answer.
+// /metrics is no probe; /readyz?verbose is one (the shim takes every /readyz from a TCP peer for a
+// load balancer's check), so a test that wants the shim to have seen none reads the check last.
+std::optional<double> shim_metric(std::uint16_t port, const std::string& name);
+std::optional<std::string> shim_check_line(std::uint16_t port, const std::string& check);
 
 // Ports for the servers of a run: the network namespace is ours alone, so a counter below the
 // ephemeral range (32768 and up) gives ports nobody else holds, and a restarted apiserver gets its

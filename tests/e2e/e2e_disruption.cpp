@@ -27,6 +27,56 @@
 // group, whose SIGTERM comes after the other group's grace (scaled down to 3 s); the shim, unready
 // from +0, leaves the signal to kubelet all the same: the same criterion.
 //
+// The real-node scenarios (issue 32) run node A as a real node is set up, behind HAProxy with
+// `retries 3` and no redispatch (as the issue measured; kubeadm's HA guide adds `option
+// redispatch`, which sends a connection refused by a kube-apiserver that stopped accepting to the
+// other node and would leave the baselines nothing to show), the shim as its unit runs it (no
+// --signal-delay: it plans the signal from the stand-in's --shutdown-delay-duration):
+//  - baseline-kubeadm, shim-kubeadm: kubeadm's defaults (delay 0, no retry-after). Without the
+//    shim the reboot stops kube-apiserver as systemd does (SIGTERM at reboot.target, SIGKILL after
+//    the stop timeout) and the LB checks its own /readyz: --check wants failed requests. With the
+//    shim, the LB checking the shim: 0 failed, one SIGTERM no earlier than the drain, exit 0.
+//  - shim-kubeadm-lb-apiserver: the same with the LB checking kube-apiserver's own /readyz, which
+//    no signal time can drain. The shim runs a minute with no probe of its /readyz first, so that
+//    it knows; --check wants, read just before the reboot, the metric
+//    shutdown_shim_apiserver_stops_accepting_early at 1 and the check signal-plan's WARNING, and
+//    failed requests (what the warning says will happen).
+//  - baseline-openshift, shim-openshift: OpenShift's settings (delay = drain,
+//    --shutdown-send-retry-after, HAProxy's `option httpchk GET /readyz HTTP/1.0` on
+//    kube-apiserver's port); the baseline stopped by the reboot as baseline-apiserver-delay. After
+//    the delay the stand-in answers 429 + Retry-After: 5 + Connection: close, but only while
+//    requests are still in flight on it (then it stops listening), and the sampler's kept-alive
+//    connection never overlaps itself: a slow client (GET /hold?seconds=1 back to back, one
+//    kept-alive connection per node) keeps one in flight, as a cluster always has some, so the
+//    sampler's kept-alive connection on node A meets the 429. The load client waits it out and
+//    sends the request again as client-go does (load_client's client_go_retry_after); the table
+//    counts such requests apart ("waited out"): the field's samplers would count them as failed.
+//    --check wants with the shim 0 failed as client-go sees them and at least one request that met
+//    the 429 (else the pair tested nothing of retry-after), one SIGTERM, sent before the drain's
+//    end (the delay covers the drain: at +0), exit 0.
+//  - baseline-kubelet-restart, shim-kubelet-restart: the stand-in kubelet runs kube-apiserver as a
+//    static pod without graceful node shutdown and starts it again when it exits; kubeadm's delay
+//    0. The shim has --signal-delay=0 (the timing before issue 32), so kube-apiserver exits at once
+//    and kubelet restarts it during the hold. --check wants every kube-apiserver process that ran
+//    before reboot.target signalled exactly once and exited 0 before reboot.target started, at
+//    least one restart, and the shim's TargetRestarted records and `report --json`'s
+//    targets_restarted counting the restarts; the failed requests (the signal at +0 with a delay
+//    of 0) are reported, not judged. The baseline is stopped by the reboot as
+//    baseline-apiserver-delay, kubelet going down with the node at reboot.target.
+//  - baseline-gns-etcd, shim-gns-etcd, shim-gns-etcd-fixed: kubelet's graceful node shutdown
+//    running kubeadm's etcd and kube-apiserver as static pods, both at priority 2000001000, so
+//    kubelet stops etcd together with kube-apiserver; the load GETs a namespace (etcd-backed); the
+//    shim reads kubelet's config and its static pod directory, with both manifests as kubeadm
+//    writes them. --check wants failed requests in the baseline (no shim, the LB checking
+//    kube-apiserver) and with the shim, the shim's warning before the reboot
+//    (shutdown_shim_kubelet_stops_etcd_with_apiserver 1, "WARNING: kubelet stops etcd" naming the
+//    fix that -fixed applies), and in -fixed (the fix applied: kube-apiserver at 2000000000,
+//    system-cluster-critical, in a group of its own before etcd's) no etcd warning and 0 failed.
+//    Both shim variants: one SIGTERM, kubelet's, and exit 0.
+// The static pods' processes are kubelet's children: when reboot.target starts they go down with
+// the node, whatever still runs in kubelet's process group being SIGKILLed then (after the stop
+// timeout for the baseline that systemd stops).
+//
 // Exit status: 0 all scenarios ran (and, with --check, met the pass criterion), 1 otherwise,
 // 2 usage, 77 cannot run here (not root, no haproxy) unless CI=true.
 
@@ -46,6 +96,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -113,7 +164,17 @@ const std::vector<std::string> kAllScenarios = {"baseline-no-signal",
                                                 "shim-apiserver-crash",
                                                 "baseline-apiserver-hang",
                                                 "shim-apiserver-hang",
-                                                "shim-drill"};
+                                                "shim-drill",
+                                                "baseline-kubeadm",
+                                                "shim-kubeadm",
+                                                "shim-kubeadm-lb-apiserver",
+                                                "baseline-openshift",
+                                                "shim-openshift",
+                                                "baseline-kubelet-restart",
+                                                "shim-kubelet-restart",
+                                                "baseline-gns-etcd",
+                                                "shim-gns-etcd",
+                                                "shim-gns-etcd-fixed"};
 
 bool is_crash_scenario(const std::string& s) { return s.ends_with("-apiserver-crash"); }
 bool is_hang_scenario(const std::string& s) { return s.ends_with("-apiserver-hang"); }
@@ -123,13 +184,69 @@ bool is_fault_scenario(const std::string& s) { return is_crash_scenario(s) || is
 bool is_shim_scenario(const std::string& s) { return s.starts_with("shim-"); }
 // Whether the nodes run a shim (the fault baselines run one without the checks).
 bool runs_shim(const std::string& s) { return is_shim_scenario(s) || is_fault_scenario(s); }
-// Node A runs the stand-in kubelet with graceful node shutdown (issue 13).
-bool runs_kubelet(const std::string& s) { return s.starts_with("shim-gns"); }
+// Node A runs the stand-in kubelet with graceful node shutdown and one target, the apiserver the
+// test started (issue 13).
+bool runs_target_kubelet(const std::string& s) {
+  return s == "shim-gns-naive" || s == "shim-gns" || s == "shim-gns-priority";
+}
 // `shutdown-shim drill` on node A instead of a reboot (issue 23).
 bool is_drill_scenario(const std::string& s) { return s == "shim-drill"; }
+// Issue 32, the node as it really is. kubeadm's defaults: kube-apiserver's own shutdown delay of 0,
+// no retry-after.
+bool is_kubeadm_scenario(const std::string& s) {
+  return s == "baseline-kubeadm" || s == "shim-kubeadm" || s == "shim-kubeadm-lb-apiserver";
+}
+// OpenShift's: a delay equal to the drain, --shutdown-send-retry-after.
+bool is_openshift_scenario(const std::string& s) { return s.ends_with("-openshift"); }
+// kubelet runs kube-apiserver as a static pod and starts it again when it exits (no graceful node
+// shutdown).
+bool is_restart_scenario(const std::string& s) { return s.ends_with("-kubelet-restart"); }
+// kubelet's graceful node shutdown with kubeadm's etcd beside kube-apiserver.
+bool is_etcd_scenario(const std::string& s) { return s.find("-gns-etcd") != std::string::npos; }
+bool is_real_node_scenario(const std::string& s) {
+  return is_kubeadm_scenario(s) || is_openshift_scenario(s) || is_restart_scenario(s) ||
+         is_etcd_scenario(s);
+}
+// The stand-in kubelet starts node A's apiserver (and etcd) from a pods file.
+bool runs_static_pods(const std::string& s) {
+  return is_restart_scenario(s) || is_etcd_scenario(s);
+}
+// kube-apiserver's --shutdown-delay-duration: kubeadm sets none (0), elsewhere the drain.
+double apiserver_delay_s(const settings& st, const std::string& s) {
+  return is_kubeadm_scenario(s) || is_restart_scenario(s) ? 0 : st.drain_s;
+}
+// HAProxy checks kube-apiserver's own /readyz: without a shim, and where the scenario says so.
+bool lb_checks_apiserver(const std::string& s) {
+  return !runs_shim(s) || s == "shim-kubeadm-lb-apiserver" || s == "shim-openshift";
+}
+// The reboot stops the apiserver as systemd stops a unit: SIGTERM when reboot.target starts,
+// SIGKILL after the stop timeout.
+bool stopped_on_reboot(const std::string& s) {
+  return s == "baseline-apiserver-delay" || s == "baseline-kubeadm" || s == "baseline-openshift" ||
+         s == "baseline-kubelet-restart";
+}
+// The real-node scenarios' load balancer: retries without redispatch.
+constexpr unsigned kRealNodeLbRetries = 3;
+// The shim takes the load balancer to check kube-apiserver itself once no TCP peer has probed its
+// /readyz for this long (shim_status::kLbProbeWindow).
+constexpr std::chrono::seconds kShimLbProbeWindow{60};
+// The openshift pair's slow client: a request in flight for a second, back to back.
+const std::string kSlowTarget = "/hold?seconds=1";
+// The etcd scenarios' load: a request that kube-apiserver answers from etcd.
+const std::string kEtcdBackedTarget = "/api/v1/namespaces/default";
+const std::string kMetricStopsAcceptingEarly = "shutdown_shim_apiserver_stops_accepting_early";
+const std::string kMetricStopsEtcd = "shutdown_shim_kubelet_stops_etcd_with_apiserver";
+const std::string kMetricSignalDelay = "shutdown_shim_signal_delay_seconds";
+
 // A reboot scenario whose setup is known to fail clients: --check wants failed requests, or the
-// test could not tell the shim's effect from luck.
-bool must_fail(const std::string& s) { return s == "baseline-no-signal" || s == "shim-gns-naive"; }
+// test could not tell the shim's effect from luck (or, with the shim, what its warning says).
+bool must_fail(const std::string& s) {
+  return s == "baseline-no-signal" || s == "shim-gns-naive" || s == "baseline-kubeadm" ||
+         s == "shim-kubeadm-lb-apiserver" || s == "baseline-gns-etcd" || s == "shim-gns-etcd";
+}
+// With the shim, failed requests that are reported, not judged: --signal-delay=0 with a delay of 0
+// stops kube-apiserver before the load balancer has drained it (what the signal plan warns of).
+bool failures_reported(const std::string& s) { return s == "shim-kubelet-restart"; }
 
 [[noreturn]] void usage(const std::string& error) {
   fmt::print(
@@ -143,7 +260,9 @@ bool must_fail(const std::string& s) { return s == "baseline-no-signal" || s == 
       "scenarios: baseline-no-signal baseline-apiserver-delay shim-attach shim-wrapper "
       "shim-cancel\n"
       "  shim-gns-naive shim-gns shim-gns-priority baseline-apiserver-crash shim-apiserver-crash\n"
-      "  baseline-apiserver-hang shim-apiserver-hang shim-drill\n",
+      "  baseline-apiserver-hang shim-apiserver-hang shim-drill baseline-kubeadm shim-kubeadm\n"
+      "  shim-kubeadm-lb-apiserver baseline-openshift shim-openshift baseline-kubelet-restart\n"
+      "  shim-kubelet-restart baseline-gns-etcd shim-gns-etcd shim-gns-etcd-fixed\n",
       error);
   std::exit(2);
 }
@@ -216,13 +335,25 @@ constexpr double kKubeletFirstGroupDelayS = 0.3;
 // shim-gns-priority: the non-critical group's whole grace before the critical group's turn (MCO's
 // 90 s / 60 s on a two-node OpenShift gives it 30 s; scaled down), the longest kubelet takes.
 constexpr long long kKubeletNormalGroupS = 3;
+// A static pod's grace where its manifest says none, as kubeadm's: the API's default.
+constexpr long long kPodGraceS = 30;
+// kubeadm's static pods' priority (system-node-critical), and the other system class's
+// (system-cluster-critical), which the etcd warning's fix gives kube-apiserver.
+constexpr long long kNodeCriticalPriority = 2000001000;
+constexpr long long kClusterCriticalPriority = 2000000000;
+
+// The shim's hold (drain + exit timeout) in kubelet's whole seconds.
+long long whole_hold_s(const settings& s) {
+  return std::llround(std::ceil(s.drain_s + s.exit_timeout_s));
+}
 
 // The apiserver's grace in kubelet's whole seconds: at least the drain and the exit timeout, so
 // that kubelet's SIGKILL cuts neither, and at least the pod's own (the API's 30 s default where
 // the manifest says none, as kubeadm's current one), which a shorter group grace would cut.
 long long kubelet_grace_s(const settings& s, const std::string& scenario) {
-  const long long hold = std::llround(std::ceil(s.drain_s + s.exit_timeout_s));
-  return scenario == "shim-gns-priority" ? std::max(hold, 30LL) : hold;
+  return scenario == "shim-gns-priority" || is_etcd_scenario(scenario)
+             ? std::max(whole_hold_s(s), kPodGraceS)
+             : whole_hold_s(s);
 }
 
 // When the stand-in's SIGTERM comes: at once for a static pod in kubelet's first group, after the
@@ -284,21 +415,12 @@ void write_kubelet_files(const fs::path& config, const fs::path& manifest, const
       seconds(s.drain_s), grace);
 }
 
-// shim-gns-priority's files: kube-apiserver's manifest as kubeadm v1.31 writes it (`priority:
-// 2000001000` next to the class name, no terminationGracePeriodSeconds: the API's 30 s), and the
-// two periods (shutdownGracePeriod, shutdownGracePeriodCriticalPods) whose critical group, where
-// that priority falls, gets the pod's grace after the other group's kKubeletNormalGroupS. Both say
-// what the stand-in does: SIGTERM at +0..+3 s, SIGKILL after kubelet_grace_s.
-void write_kubelet_priority_files(const fs::path& config, const fs::path& manifest,
-                                  const settings& s) {
-  const long long critical = kubelet_grace_s(s, "shim-gns-priority");
-  std::ofstream(config, std::ios::trunc) << fmt::format(
-      "apiVersion: kubelet.config.k8s.io/v1beta1\n"
-      "kind: KubeletConfiguration\n"
-      "shutdownGracePeriod: {}s\n"
-      "shutdownGracePeriodCriticalPods: {}s\n",
-      kKubeletNormalGroupS + critical, critical);
-  std::ofstream(manifest, std::ios::trunc) << fmt::format(
+// kube-apiserver's manifest as kubeadm v1.31 writes it (`priority` next to the class name, no
+// terminationGracePeriodSeconds: the API's 30 s), its command with the shutdown delay the stand-in
+// runs with (kubeadm's apiServer.extraArgs).
+std::string kubeadm_apiserver_manifest(double delay_s, long long priority,
+                                       std::string_view priority_class) {
+  return fmt::format(
       "apiVersion: v1\n"
       "kind: Pod\n"
       "metadata:\n"
@@ -319,13 +441,133 @@ void write_kubelet_priority_files(const fs::path& config, const fs::path& manife
       "    imagePullPolicy: IfNotPresent\n"
       "    name: kube-apiserver\n"
       "  hostNetwork: true\n"
-      "  priority: 2000001000\n"
-      "  priorityClassName: system-node-critical\n"
+      "  priority: {}\n"
+      "  priorityClassName: {}\n"
       "  securityContext:\n"
       "    seccompProfile:\n"
       "      type: RuntimeDefault\n"
       "status: {{}}\n",
-      seconds(s.drain_s));
+      seconds(delay_s), priority, priority_class);
+}
+
+// shim-gns-priority's files: kubeadm's kube-apiserver manifest (priority 2000001000), and the two
+// periods (shutdownGracePeriod, shutdownGracePeriodCriticalPods) whose critical group, where that
+// priority falls, gets the pod's grace after the other group's kKubeletNormalGroupS. Both say what
+// the stand-in does: SIGTERM at +0..+3 s, SIGKILL after kubelet_grace_s.
+void write_kubelet_priority_files(const fs::path& config, const fs::path& manifest,
+                                  const settings& s) {
+  const long long critical = kubelet_grace_s(s, "shim-gns-priority");
+  std::ofstream(config, std::ios::trunc) << fmt::format(
+      "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+      "kind: KubeletConfiguration\n"
+      "shutdownGracePeriod: {}s\n"
+      "shutdownGracePeriodCriticalPods: {}s\n",
+      kKubeletNormalGroupS + critical, critical);
+  std::ofstream(manifest, std::ios::trunc)
+      << kubeadm_apiserver_manifest(s.drain_s, kNodeCriticalPriority, "system-node-critical");
+}
+
+// --- static pods (issue 32) ---------------------------------------------------------------------
+
+struct kubelet_group {
+  long long priority;
+  long long grace_s;
+};
+
+// kubelet's shutdownGracePeriodByPodPriority in the etcd scenarios (the stand-in's --group flags
+// and the KubeletConfiguration the shim reads). As a kubeadm node with graceful node shutdown has
+// it: a group for the other pods (scaled down) and the critical one, where kubeadm's etcd and
+// kube-apiserver (both 2000001000) fall, as long as kube-apiserver's pod grace (so that it cuts
+// nothing). -fixed, what the shim's warning names: a group of kube-apiserver's own, as long as the
+// hold, before etcd's, which keeps its grace.
+std::vector<kubelet_group> etcd_scenario_groups(const settings& s, const std::string& scenario) {
+  const long long critical = kubelet_grace_s(s, scenario);
+  if (scenario == "shim-gns-etcd-fixed") {
+    return {{kClusterCriticalPriority, whole_hold_s(s)}, {kNodeCriticalPriority, critical}};
+  }
+  return {{0, kKubeletNormalGroupS}, {kClusterCriticalPriority, critical}};
+}
+
+// How long kubelet may hold a shutdown: its groups' graces together (periodRequested()).
+long long kubelet_period_s(const std::vector<kubelet_group>& groups) {
+  long long total = 0;
+  for (const auto& g : groups) total += g.grace_s;
+  return total;
+}
+
+// etcd's manifest as kubeadm writes it: the same priority and class as kube-apiserver's.
+std::string kubeadm_etcd_manifest() {
+  return "apiVersion: v1\n"
+         "kind: Pod\n"
+         "metadata:\n"
+         "  annotations:\n"
+         "    kubeadm.kubernetes.io/etcd.advertise-client-urls: https://127.0.0.1:2379\n"
+         "  creationTimestamp: null\n"
+         "  labels:\n"
+         "    component: etcd\n"
+         "    tier: control-plane\n"
+         "  name: etcd\n"
+         "  namespace: kube-system\n"
+         "spec:\n"
+         "  containers:\n"
+         "  - command:\n"
+         "    - etcd\n"
+         "    - --advertise-client-urls=https://127.0.0.1:2379\n"
+         "    - --data-dir=/var/lib/etcd\n"
+         "    - --listen-client-urls=https://127.0.0.1:2379\n"
+         "    image: registry.k8s.io/etcd:3.5.15-0\n"
+         "    imagePullPolicy: IfNotPresent\n"
+         "    name: etcd\n"
+         "  hostNetwork: true\n"
+         "  priority: 2000001000\n"
+         "  priorityClassName: system-node-critical\n"
+         "  securityContext:\n"
+         "    seccompProfile:\n"
+         "      type: RuntimeDefault\n"
+         "status: {}\n";
+}
+
+// The etcd scenarios' files as the node has them: kubelet's static pod directory with etcd's and
+// kube-apiserver's manifests, and kubelet's configuration with the groups.
+void write_etcd_scenario_files(const fs::path& config, const fs::path& manifest_dir,
+                               const settings& s, const std::string& scenario) {
+  std::string by_priority;
+  for (const auto& g : etcd_scenario_groups(s, scenario)) {
+    by_priority += fmt::format("  - priority: {}\n    shutdownGracePeriodSeconds: {}\n", g.priority,
+                               g.grace_s);
+  }
+  std::ofstream(config, std::ios::trunc) << "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+                                            "kind: KubeletConfiguration\n"
+                                            "shutdownGracePeriodByPodPriority:\n"
+                                         << by_priority;
+  fs::create_directories(manifest_dir);
+  std::ofstream(manifest_dir / "etcd.yaml", std::ios::trunc) << kubeadm_etcd_manifest();
+  std::ofstream(manifest_dir / "kube-apiserver.yaml", std::ios::trunc)
+      << (scenario == "shim-gns-etcd-fixed"
+              ? kubeadm_apiserver_manifest(s.drain_s, kClusterCriticalPriority,
+                                           "system-cluster-critical")
+              : kubeadm_apiserver_manifest(s.drain_s, kNodeCriticalPriority,
+                                           "system-node-critical"));
+}
+
+// One line of the stand-in's pods file: NAME PRIORITY TERMINATION_GRACE_S COMMAND [ARG...].
+std::string pod_line(const std::string& name, long long priority,
+                     const std::vector<std::string>& argv) {
+  std::string line = fmt::format("{} {} {}", name, priority, kPodGraceS);
+  for (const auto& a : argv) line += " " + a;
+  return line + "\n";
+}
+
+// The stand-in kubelet running static pods: without groups (the restart scenarios: no graceful
+// node shutdown, no lock; it starts what exits again), or with the etcd scenarios' groups.
+std::vector<std::string> static_pod_kubelet_argv(const std::string& binary,
+                                                 const std::string& bus_address,
+                                                 const fs::path& pods, const fs::path& log,
+                                                 const std::vector<kubelet_group>& groups) {
+  std::vector<std::string> argv = {binary, "--address=" + bus_address, "--pods=" + pods.string(),
+                                   "--log=" + log.string()};
+  for (const auto& g : groups) argv.push_back(fmt::format("--group={}:{}", g.priority, g.grace_s));
+  return argv;
 }
 
 bool has_timed_line(const fs::path& log, const std::string& word) {
@@ -400,6 +642,55 @@ struct marker {
   std::uint64_t usec;
 };
 
+// One kube-apiserver process kubelet ran (static pods), and what the stand-in's logs say of it.
+struct apiserver_process {
+  pid_t pid = 0;
+  std::uint64_t started_us = 0;
+  std::size_t sigterms = 0;
+  std::optional<std::uint64_t> sigterm_us;  // the first
+  std::string exit = "-";                   // its EXIT code, "-" for none
+  std::optional<std::uint64_t> exit_us;
+};
+
+// kubelet's POD_STARTED lines for kube-apiserver before until_us, each with the SIGTERM and EXIT
+// lines of the stand-in's logs (shared by every process of the pod) from its start to the next
+// one's: kubelet starts a pod again only after it exited, so the times part the processes.
+std::vector<apiserver_process> static_pod_processes(const fs::path& kubelet_log,
+                                                    const fs::path& signal_log,
+                                                    const fs::path& lifecycle_log,
+                                                    std::uint64_t until_us) {
+  std::vector<apiserver_process> out;
+  for (const auto& l : sandbox::read_timed_lines(kubelet_log)) {
+    if (l.word != "POD_STARTED" || l.usec >= until_us) continue;
+    std::istringstream detail(l.detail);
+    std::string pod;
+    pid_t pid = 0;
+    if (!(detail >> pod >> pid) || pod != "kube-apiserver") continue;
+    apiserver_process p;
+    p.pid = pid;
+    p.started_us = l.usec;
+    out.push_back(p);
+  }
+  const auto signals = sandbox::read_timed_lines(signal_log);
+  const auto lifecycle = sandbox::read_timed_lines(lifecycle_log);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::uint64_t from = out[i].started_us;
+    const std::uint64_t to =
+        i + 1 < out.size() ? out[i + 1].started_us : std::numeric_limits<std::uint64_t>::max();
+    for (const auto& l : signals) {
+      if (l.word != "SIGTERM" || l.usec < from || l.usec >= to) continue;
+      if (out[i].sigterms++ == 0) out[i].sigterm_us = l.usec;
+    }
+    for (const auto& l : lifecycle) {
+      if (l.word == "EXIT" && l.usec >= from && l.usec < to && !out[i].exit_us) {
+        out[i].exit = l.detail;
+        out[i].exit_us = l.usec;
+      }
+    }
+  }
+  return out;
+}
+
 struct scenario_result {
   std::string name;
   std::vector<e2e::request_record> records;
@@ -411,7 +702,26 @@ struct scenario_result {
   // Reboot scenarios: the SIGTERMs node A's apiserver logged, and its exit code ("-" when the
   // reboot's SIGKILL ended it).
   std::optional<std::size_t> apiserver_sigterms;
-  std::string apiserver_exit = "-";
+  std::string apiserver_exit = "-";  // each process's, in order: "0", "0,0"
+  // With a shim: its first SIGTERM after the shim turned unready, and the shim's DrainElapsed.
+  std::optional<double> sigterm_after_unready_s;
+  std::optional<std::uint64_t> first_sigterm_us;
+  std::optional<std::uint64_t> drain_elapsed_us;
+  // The real-node scenarios with a shim (issue 32): what it said just before the reboot, a metric
+  // and a check of /readyz?verbose.
+  struct shim_said {
+    std::string metric;
+    std::optional<double> value;
+    std::string check;
+    std::string line;
+  };
+  std::optional<shim_said> said;
+  // The static pod scenarios: each kube-apiserver process kubelet ran before reboot.target; the
+  // restart scenarios: the shim's TargetRestarted records and `report --json`.
+  std::vector<apiserver_process> processes;
+  std::size_t target_restarted_events = 0;
+  std::string report_json;
+  std::vector<std::string> notes;  // what the summary says under the table
   // Fault scenarios: the detection window (from t0, the fault) and the failed requests sent after
   // it.
   std::optional<double> detection_window_s;
@@ -475,6 +785,47 @@ std::optional<std::uint64_t> lifecycle_at(const fs::path& log, const std::string
   return std::nullopt;
 }
 
+double seconds_since(std::uint64_t t0_us, std::uint64_t usec) {
+  return (static_cast<double>(usec) - static_cast<double>(t0_us)) / 1e6;
+}
+
+// A shim command (drill, report) run to its end: its exit code (-1: it did not end within the
+// timeout) and its stdout, which stays in stdout_path (stderr beside it, .err).
+struct command_output {
+  int exit_code = -1;
+  std::string text;
+};
+command_output run_to_file(const std::vector<std::string>& argv, const fs::path& stdout_path,
+                           std::chrono::milliseconds timeout) {
+  sandbox::spawn_options o;
+  for (char** e = environ; e && *e; ++e) o.env.emplace_back(*e);
+  o.stdout_path = stdout_path;
+  o.stderr_path = fs::path(stdout_path).replace_extension(".err");
+  std::error_code ec;
+  fs::remove(stdout_path, ec);
+  sandbox::child_process p("shutdown-shim-" + argv.at(1), argv, o);
+  const auto status = p.wait_for_exit(timeout);
+  if (!status) return {};
+  return {sandbox::shell_exit_code(*status), sandbox::read_text_file(stdout_path)};
+}
+
+// What the shim says just before the reboot (issue 32): of kubelet stopping etcd with
+// kube-apiserver, or of its signal plan (with the load balancer checking kube-apiserver itself, its
+// warning). The metric first, then the check's line: reading /readyz?verbose is a probe, after
+// which the shim takes a load balancer to check it.
+scenario_result::shim_said read_shim_said(std::uint16_t port, const std::string& scenario) {
+  scenario_result::shim_said said;
+  said.metric = is_etcd_scenario(scenario)                ? kMetricStopsEtcd
+                : scenario == "shim-kubeadm-lb-apiserver" ? kMetricStopsAcceptingEarly
+                                                          : kMetricSignalDelay;
+  said.check = is_etcd_scenario(scenario) ? "kubelet-shutdown" : "signal-plan";
+  // The plan is known once the shim has read kubelet's files and the target's command line.
+  wait_until([&] { return e2e::shim_metric(port, said.metric).has_value(); }, 10s, 100ms);
+  said.value = e2e::shim_metric(port, said.metric);
+  said.line = e2e::shim_check_line(port, said.check).value_or("(no such check)");
+  return said;
+}
+
 // --- one scenario
 // ---------------------------------------------------------------------------------
 
@@ -484,7 +835,12 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   const fs::path out = s.out_dir / name;
   fs::create_directories(out);
   const bool shim = runs_shim(name);
-  const double hold_bound_s = s.drain_s + s.exit_timeout_s + 30;
+  const auto groups =
+      is_etcd_scenario(name) ? etcd_scenario_groups(s, name) : std::vector<kubelet_group>{};
+  // Also logind's InhibitDelayMaxSec: at least kubelet's whole shutdown, or it would run without
+  // graceful node shutdown.
+  const double hold_bound_s =
+      std::max(s.drain_s + s.exit_timeout_s + 30, static_cast<double>(kubelet_period_s(groups)));
 
   sandbox::sandbox_options so;
   so.inhibit_delay_max = fmt::format("{}", std::llround(hold_bound_s));
@@ -530,11 +886,16 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   const fs::path kubelet_log = a.dir() / "kubelet.log";
   const fs::path kubelet_config = a.dir() / "kubelet-config.yaml";
   const fs::path static_pod_manifest = a.dir() / "kube-apiserver.yaml";
-  const auto api_argv =
-      apiserver_argv(tools.fake_apiserver, "node-a", a_api, a.dir(), s.drain_s, s.request_time_s);
+  const fs::path static_pod_dir = a.dir() / "manifests";  // the etcd scenarios': kubelet's
+  const fs::path pods_file = a.dir() / "pods";
+  const fs::path etcd_pidfile = a.dir() / "etcd.pid";
+  auto api_argv = apiserver_argv(tools.fake_apiserver, "node-a", a_api, a.dir(),
+                                 apiserver_delay_s(s, name), s.request_time_s);
+  if (is_openshift_scenario(name)) api_argv.push_back("--shutdown-send-retry-after");
+  if (is_etcd_scenario(name)) api_argv.push_back("--etcd-pidfile=" + etcd_pidfile.string());
   sandbox::child_process* shim_process = nullptr;
-  sandbox::child_process* api_process = nullptr;  // null in wrapper mode
-  sandbox::child_process* kubelet = nullptr;      // the shim-gns scenarios'
+  sandbox::child_process* api_process = nullptr;  // null in wrapper mode and for static pods
+  sandbox::child_process* kubelet = nullptr;      // the shim-gns and static pod scenarios'
   auto fail = [&](const std::string& why) {
     res.problems.push_back(why);
     std::ostringstream logs;
@@ -547,10 +908,46 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     argv.push_back("--");
     argv.insert(argv.end(), api_argv.begin(), api_argv.end());
     shim_process = &a.spawn("shutdown-shim", argv);
+  } else if (runs_static_pods(name)) {
+    // kubelet runs kube-apiserver (and etcd, on a port of its own) from its pods file; with
+    // graceful node shutdown it takes its lock first. The shim starts once they run.
+    std::ofstream pods(pods_file, std::ios::trunc);
+    if (is_etcd_scenario(name)) {
+      pods << pod_line("etcd", kNodeCriticalPriority,
+                       apiserver_argv(tools.fake_apiserver, "etcd", next_service_port(), a.dir(), 0,
+                                      s.request_time_s));
+      write_etcd_scenario_files(kubelet_config, static_pod_dir, s, name);
+    }
+    pods << pod_line(
+        "kube-apiserver",
+        name == "shim-gns-etcd-fixed" ? kClusterCriticalPriority : kNodeCriticalPriority, api_argv);
+    pods.close();
+    kubelet = &a.spawn("fake-kubelet", static_pod_kubelet_argv(tools.fake_kubelet, a.bus_address(),
+                                                               pods_file, kubelet_log, groups));
+    if (!groups.empty() && !wait_kubelet_watching(a, *kubelet, kubelet_log))
+      return fail("node A's kubelet did not take its lock");
+    if (!wait_until(
+            [&] {
+              return read_pid(pidfile) && (!is_etcd_scenario(name) || read_pid(etcd_pidfile));
+            },
+            20s))
+      return fail("node A's kubelet did not start its static pods");
+    if (shim) {
+      auto argv = shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log);
+      argv.push_back("--target-pidfile=" + pidfile.string());
+      // The signal at +0, as before issue 32 (an operator's setting then): with kubeadm's delay of
+      // 0, kube-apiserver exits during the hold.
+      if (is_restart_scenario(name)) argv.push_back("--signal-delay=0s");
+      if (is_etcd_scenario(name)) {
+        argv.push_back("--kubelet-config=" + kubelet_config.string());
+        argv.push_back("--static-pod-manifest=" + static_pod_dir.string());
+      }
+      shim_process = &a.spawn("shutdown-shim", argv);
+    }
   } else {
     api_process = &a.spawn("kube-apiserver", api_argv);
     // kubelet, which runs the static pod, holds its lock before the shim starts.
-    if (runs_kubelet(name)) {
+    if (runs_target_kubelet(name)) {
       kubelet = &a.spawn("fake-kubelet", kubelet_argv(tools.fake_kubelet, a.bus_address(), pidfile,
                                                       kubelet_log, s, name));
       if (!wait_kubelet_watching(a, *kubelet, kubelet_log))
@@ -601,8 +998,19 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   // the checks). Load balancers without it (cloud NLBs; unit-files/haproxy/haproxy.cfg, whose
   // retries go to the same server) send clients to the dead port until their checks notice.
   lo.retries = is_crash_scenario(name) ? 0 : s.lb_retries;
+  // The real-node scenarios: retries without redispatch, as the issue measured (and OpenShift's
+  // on-prem HAProxy runs); a redispatch would send a connection refused by a kube-apiserver that
+  // stopped accepting to node B, and only the requests cut in flight would fail, with or without
+  // the shim. OpenShift's checks HTTP/1.0.
+  if (is_real_node_scenario(name)) {
+    lo.retries = kRealNodeLbRetries;
+    lo.redispatch = false;
+  }
+  if (is_openshift_scenario(name)) lo.check_version = "HTTP/1.0";
   lo.frontend_port = fe_port;
-  lo.servers = {{"node-a", a_api, shim ? a_shim : a_api}, {"node-b", b_api, shim ? b_shim : b_api}};
+  const bool check_api = lb_checks_apiserver(name);
+  lo.servers = {{"node-a", a_api, check_api ? a_api : a_shim},
+                {"node-b", b_api, check_api ? b_api : b_shim}};
   e2e::haproxy lb(s.haproxy, out, lo);
   // Both nodes answer through it before anything happens.
   std::set<std::string> seen;
@@ -616,14 +1024,47 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
       20s, 20ms);
   if (seen.size() != 2) return fail("the load balancer does not reach both nodes");
 
+  if (name == "shim-kubeadm-lb-apiserver") {
+    // The shim knows that the load balancer checks kube-apiserver itself once no TCP peer has
+    // probed its /readyz for a minute (the last were the test's own at its start). /metrics is no
+    // probe.
+    wait_until([&] { return e2e::shim_metric(a_shim, kMetricStopsAcceptingEarly) == 1.0; },
+               kShimLbProbeWindow + 30s, 500ms);
+  }
+
   // The run.
   const double timeout_s = is_hang_scenario(name) ? s.hang_request_timeout_s : s.request_timeout_s;
+  const auto timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));
+  // The openshift pair: the 429s last only while requests are still in flight on node A after its
+  // delay (it stops listening once they have drained), and the sampler's kept-alive connection
+  // never overlaps itself; in a cluster some request is always in flight (a slow LIST). So a slow
+  // client keeps one in flight on each node: its kept-alive connections, opened before the
+  // sampler's, one after the other, are put one on each node by round robin.
+  std::optional<e2e::load_client> slow;
+  if (is_openshift_scenario(name)) {
+    slow.emplace(e2e::load_options{.port = fe_port,
+                                   .target = kSlowTarget,
+                                   .rate = 1,
+                                   .timeout = timeout,
+                                   .new_connections = false,
+                                   .client_go_retry_after = true});
+    // Its second connection opens once the first has had its first answer.
+    const auto on_both_nodes = [&] {
+      std::set<std::string> nodes;
+      for (const auto& r : slow->records()) nodes.insert(r.backend);
+      return nodes.size() == 2;
+    };
+    if (!wait_until(on_both_nodes, 20s)) return fail("the slow client is not on both nodes");
+  }
   e2e::load_client load({.port = fe_port,
-                         .target = "/version",
+                         .target = is_etcd_scenario(name) ? kEtcdBackedTarget : "/version",
                          .rate = s.rate,
-                         .timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000))});
+                         .timeout = timeout,
+                         .client_go_retry_after = is_openshift_scenario(name)});
   sleep_s(s.lead_s);
   const pid_t api_pid = *read_pid(pidfile);
+  if (shim && is_real_node_scenario(name)) res.said = read_shim_said(a_shim, name);
+  std::optional<std::uint64_t> reboot_target_us;
   const auto lb_bound = std::chrono::milliseconds(
       std::llround((parse_seconds(s.inter) * (s.fall + s.rise + 2) + 10) * 1000));
   std::uint64_t last_event = 0;
@@ -631,22 +1072,15 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     // The drill waits for its end and prints its result as JSON.
     res.t0_us = sandbox::monotonic_us();
     res.markers.push_back({"drill requested", res.t0_us});
-    sandbox::spawn_options dopt;
-    for (char** e = environ; e && *e; ++e) dopt.env.emplace_back(*e);
-    dopt.stdout_path = out / "drill.json";
-    dopt.stderr_path = out / "drill.err";
-    fs::remove(dopt.stdout_path, ec);
-    sandbox::child_process drill("shutdown-shim-drill",
-                                 {tools.shim, "drill", "--duration=" + seconds(s.drill_s),
-                                  fmt::format("--lb-fall={}", s.fall), "--json",
-                                  "--state-dir=" + (a.dir() / "runtime").string()},
-                                 dopt);
-    const auto status =
-        drill.wait_for_exit(std::chrono::milliseconds(std::llround((s.drill_s + 30) * 1000)));
-    if (!status) return fail("the drill did not end");
+    const auto drill = run_to_file(
+        {tools.shim, "drill", "--duration=" + seconds(s.drill_s),
+         fmt::format("--lb-fall={}", s.fall), "--json",
+         "--state-dir=" + (a.dir() / "runtime").string()},
+        out / "drill.json", std::chrono::milliseconds(std::llround((s.drill_s + 30) * 1000)));
+    if (drill.exit_code < 0) return fail("the drill did not end");
     scenario_result::drill_figures d;
-    d.exit_code = sandbox::shell_exit_code(*status);
-    const std::string json = sandbox::read_text_file(out / "drill.json");
+    d.exit_code = drill.exit_code;
+    const std::string json = drill.text;
     d.summary = sandbox::json_string_field(json, "summary").value_or(json);
     const auto ms = [&](std::string_view key) -> std::optional<double> {
       const auto v = sandbox::json_string_field(json, key);
@@ -705,11 +1139,14 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   } else {
     if (name == "baseline-no-signal") {
       a.set_kill_on_reboot({api_pid});
-    } else if (name == "baseline-apiserver-delay") {
+    } else if (stopped_on_reboot(name)) {
       a.set_stop_on_reboot({api_pid},
                            std::chrono::microseconds(std::llround(s.stop_timeout_s * 1e6)));
     } else if (kubelet) {
-      a.set_kill_on_reboot({api_pid, shim_process->pid(), kubelet->pid()});
+      std::vector<pid_t> pids = {api_pid};
+      if (shim_process) pids.push_back(shim_process->pid());
+      pids.push_back(kubelet->pid());
+      a.set_kill_on_reboot(pids);
     } else if (name != "shim-cancel") {
       a.set_kill_on_reboot({api_pid, shim_process->pid()});
     }
@@ -720,6 +1157,13 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     if (!start) return fail("logind never started reboot.target");
     res.hold_s = static_cast<double>(start->usec - res.t0_us) / 1e6;
     res.markers.push_back({"reboot.target started", start->usec});
+    reboot_target_us = start->usec;
+    if (kubelet && stopped_on_reboot(name)) {
+      // kubelet goes down with the node and starts nothing again: a real one exits at its SIGTERM
+      // and leaves its containers to the runtime's stop; the stand-in would kill them at its
+      // SIGTERM, so it gets a SIGKILL, which leaves them.
+      kubelet->signal(SIGKILL);
+    }
 
     last_event = start->usec;
     if (name == "shim-cancel") {
@@ -743,11 +1187,12 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
       last_event = *lb.first("node-a", "UP", cancel_us);
       res.markers.push_back({"LB marks node up", last_event});
     } else {
-      if (name == "baseline-apiserver-delay") {
-        sleep_s(s.stop_timeout_s);
-        if (!wait_until([&] { return !a.killed_on_reboot().empty(); }, 10s))
-          return fail("the stand-in manager never killed the node");
-      }
+      if (stopped_on_reboot(name)) sleep_s(s.stop_timeout_s);
+      if ((stopped_on_reboot(name) || runs_static_pods(name)) &&
+          !wait_until([&] { return !a.killed_on_reboot().empty(); }, 10s))
+        return fail("the stand-in manager never killed the node");
+      // The power-off ends whatever still runs in kubelet's process group (its pods).
+      if (runs_static_pods(name)) kubelet->kill_and_reap();
       if (!wait_until([&] { return lb.first("node-a", "DOWN", res.t0_us).has_value(); }, lb_bound))
         return fail("the load balancer never marked node A down");
     }
@@ -768,6 +1213,21 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   while (sandbox::monotonic_us() < settle_until) std::this_thread::sleep_for(20ms);
   load.stop();
   res.records = load.records();
+  if (slow) {
+    slow->stop();
+    const auto held = slow->records();
+    res.notes.push_back(fmt::format(
+        "the slow client ({}, one kept-alive connection per node): {} requests, {} failed, {} "
+        "waited out a Retry-After; counted in the table",
+        kSlowTarget, held.size(),
+        std::count_if(held.begin(), held.end(), [](const auto& r) { return r.failed(); }),
+        std::count_if(held.begin(), held.end(), [](const auto& r) { return r.waited_out > 0; })));
+    res.records.insert(res.records.end(), held.begin(), held.end());
+  }
+  // When a request met the shutdown's 429 (its send; the answer came at once).
+  for (const auto& r : res.records) {
+    if (r.waited_out) res.markers.push_back({"a request met the 429 and waits it out", r.send_us});
+  }
   lb.stop();
 
   // Markers from the node's own logs, all CLOCK_MONOTONIC.
@@ -789,8 +1249,11 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   } else if (shim && !is_drill_scenario(name)) {
     for (const auto& e : sandbox::read_event_log(event_log)) {
       if (e.event == "ShutdownInitiated" && !unready) unready = e.monotonic_us;
-      // shim-gns*: the policy at work (kubelet's SIGTERM counted as the shim's).
-      if (e.event == "SignalLeftToKubelet")
+      if (e.event == "DrainElapsed" && !res.drain_elapsed_us) res.drain_elapsed_us = e.monotonic_us;
+      res.target_restarted_events += e.event == "TargetRestarted";
+      // shim-gns*: the policy at work (kubelet's SIGTERM counted as the shim's); a kube-apiserver
+      // that kubelet started again during the hold, and its own signal (issue 32).
+      if (e.event == "SignalLeftToKubelet" || e.event == "TargetRestarted")
         res.markers.push_back({"shim " + e.event, e.monotonic_us});
     }
     if (unready) res.markers.push_back({"shim unready", *unready});
@@ -810,18 +1273,60 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     const auto signals = sandbox::read_timed_lines(signal_log);
     res.apiserver_sigterms = static_cast<std::size_t>(std::count_if(
         signals.begin(), signals.end(), [](const auto& l) { return l.word == "SIGTERM"; }));
+    for (const auto& l : signals) {
+      if (l.word == "SIGTERM" && !res.first_sigterm_us) res.first_sigterm_us = l.usec;
+    }
+    std::string exits;
     for (const auto& l : sandbox::read_timed_lines(lifecycle_log)) {
-      if (l.word == "EXIT") {
-        res.apiserver_exit = l.detail;
-        break;
-      }
+      if (l.word == "EXIT") exits += (exits.empty() ? "" : ",") + l.detail;
+    }
+    if (!exits.empty()) res.apiserver_exit = exits;
+    if (shim && unready && res.first_sigterm_us) {
+      res.sigterm_after_unready_s =
+          (static_cast<double>(*res.first_sigterm_us) - static_cast<double>(*unready)) / 1e6;
     }
   }
-  // kubelet's signals to the apiserver, as the stand-in logs them ("SIGTERM pid").
+  // etcd's signals (the etcd scenarios), as the stand-in logs them.
+  for (const auto& l : sandbox::read_timed_lines(a.dir() / "etcd-signals.log")) {
+    res.markers.push_back({"etcd " + l.word, l.usec});
+  }
+  // kubelet's signals ("SIGTERM pid" with one target, "SIGTERM name pid" with pods) and its
+  // restarts of a static pod.
   for (const auto& l : sandbox::read_timed_lines(kubelet_log)) {
+    const auto blank = l.detail.find(' ');
+    const std::string pod = blank == std::string::npos ? std::string() : l.detail.substr(0, blank);
     if (l.word == "SIGTERM" || l.word == "SIGKILL") {
-      res.markers.push_back({"kubelet sends " + l.word, l.usec});
+      res.markers.push_back(
+          {"kubelet sends " + l.word + (pod.empty() ? "" : " to " + pod), l.usec});
+    } else if (l.word == "POD_STARTED" && l.usec > res.t0_us) {
+      res.markers.push_back({"kubelet starts " + pod + " again", l.usec});
     }
+  }
+  if (runs_static_pods(name) && reboot_target_us) {
+    res.processes = static_pod_processes(kubelet_log, signal_log, lifecycle_log, *reboot_target_us);
+    for (const auto& p : res.processes) {
+      const auto at = [&](const std::optional<std::uint64_t>& us) {
+        return us ? fmt::format(" at {:+.3f} s", seconds_since(res.t0_us, *us)) : std::string();
+      };
+      res.notes.push_back(
+          fmt::format("kube-apiserver pid {} (started {:+.3f} s): {} SIGTERM{}, exit {}{}", p.pid,
+                      seconds_since(res.t0_us, p.started_us), p.sigterms, at(p.sigterm_us), p.exit,
+                      at(p.exit_us)));
+    }
+  }
+  if (shim && is_restart_scenario(name)) {
+    res.report_json =
+        run_to_file({tools.shim, "report", "--event-log=" + event_log.string(), "--json"},
+                    out / "report.json", 30s)
+            .text;
+    res.notes.push_back(fmt::format("the shim's TargetRestarted records: {}; report --json: {}",
+                                    res.target_restarted_events,
+                                    res.report_json.substr(0, res.report_json.find('\n'))));
+  }
+  if (res.said) {
+    res.notes.push_back(fmt::format("before the reboot the shim said: {} {}; {}", res.said->metric,
+                                    res.said->value ? fmt::format("{}", *res.said->value) : "-",
+                                    res.said->line));
   }
   const auto down = lb.first("node-a", "DOWN", res.t0_us);
   if (unready && down) res.unready_to_lb_down_ms = (static_cast<double>(*down) - *unready) / 1e3;
@@ -847,8 +1352,11 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     }
   }
   for (const auto& f :
-       {event_log, signal_log, lifecycle_log, kubelet_log, kubelet_config, static_pod_manifest})
+       {event_log, signal_log, lifecycle_log, kubelet_log, kubelet_config, static_pod_manifest,
+        pods_file, a.dir() / "etcd-signals.log", a.dir() / "etcd-lifecycle.log"})
     fs::copy_file(f, out / f.filename(), fs::copy_options::overwrite_existing, ec);
+  fs::copy(static_pod_dir, out / static_pod_dir.filename(),
+           fs::copy_options::overwrite_existing | fs::copy_options::recursive, ec);
   for (const char* log :
        {"shutdown-shim", "systemd-logind", "fake-systemd-manager", "fake-kubelet"}) {
     fs::copy_file(a.log_path(log), out / (std::string("node-a-") + log + ".log"),
@@ -870,29 +1378,38 @@ std::string table(const settings& s, const std::vector<scenario_result>& results
       "{} req/s on new connections, up to {} req/s on each of two keep-alive connections; "
       "{} ms per request; a request unanswered after {} s fails ({} s in the hang scenarios). "
       "Fault scenarios: SIGKILL and a restart {} s later, SIGSTOP for {} s; the checks' upstream "
-      "probe every {} s, timeout {} s, fall {}; the apiserver-crash pair without LB retries\n\n",
+      "probe every {} s, timeout {} s, fall {}; the apiserver-crash pair without LB retries. "
+      "Real-node scenarios (issue 32): HAProxy retries {} without redispatch; kube-apiserver's "
+      "shutdown delay 0 (kubeadm's) in the kubeadm and kubelet-restart ones; the openshift pair "
+      "with --shutdown-send-retry-after and a client that waits out a Retry-After as client-go "
+      "does (\"waited out\": the field's samplers count those requests as failed too); the "
+      "gns-etcd ones GET {}\n\n",
       s.lb_mode,
       s.lb_retries ? fmt::format("retries {} with redispatch", s.lb_retries) : "no retries",
       s.inter, s.fall, s.rise, s.drain_s, s.rate, s.rate, s.request_time_s * 1e3,
       s.request_timeout_s, s.hang_request_timeout_s, s.restart_after_s, s.hang_s,
-      s.upstream_interval_s, s.upstream_timeout_s, s.upstream_fall);
+      s.upstream_interval_s, s.upstream_timeout_s, s.upstream_fall, kRealNodeLbRetries,
+      kEtcdBackedTarget);
   t += "| scenario | requests | failed | failed by kind | longest failure run (ms) | "
        "first to last failure (ms) | unready to LB down (ms) | reboot hold (s) | "
        "retried on a fresh conn | failed after the detection window | apiserver SIGTERMs | "
-       "apiserver exit |\n";
-  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+       "apiserver exit | SIGTERM after the shim's unready (s) | waited out (Retry-After) |\n";
+  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+       "--- |\n";
   for (const auto& r : results) {
     const std::string kinds = r.problems.empty() ? e2e::failed_by_kind_text(r.records)
                                                  : "RUN FAILED: " + r.problems.front();
     t += fmt::format(
-        "| {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} | {} |\n", r.name,
+        "| {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name,
         r.records.size(), r.failed(), kinds, r.longest_failure_run_ms(), r.failure_window_ms(),
         optional_ms(r.unready_to_lb_down_ms), r.hold_s ? fmt::format("{:.3f}", *r.hold_s) : "-",
         r.retried(),
         r.detection_window_s
             ? fmt::format("{} (after {:.1f} s)", r.failed_after_window, *r.detection_window_s)
             : "-",
-        r.apiserver_sigterms ? fmt::format("{}", *r.apiserver_sigterms) : "-", r.apiserver_exit);
+        r.apiserver_sigterms ? fmt::format("{}", *r.apiserver_sigterms) : "-", r.apiserver_exit,
+        r.sigterm_after_unready_s ? fmt::format("{:.3f}", *r.sigterm_after_unready_s) : "-",
+        is_openshift_scenario(r.name) ? e2e::waited_out_by_kind_text(r.records) : "-");
   }
   return t;
 }
@@ -931,6 +1448,99 @@ bool check_drill(const settings& s, const scenario_result& r) {
     why.push_back("new connections to node A never fell to 0");
   } else if (d.lb_down_s && *d.connections_zero_s + 1.0 < *d.lb_down_s) {
     why.push_back("new connections fell to 0 before HAProxy's DOWN");
+  }
+  for (const auto& w : why) fmt::print("FAIL {}: {}\n", r.name, w);
+  return why.empty();
+}
+
+// The real-node scenarios' criteria beyond their failed requests (issue 32).
+bool check_real_node(const settings& s, const scenario_result& r) {
+  std::vector<std::string> why;
+  const std::string& n = r.name;
+  const auto one_sigterm_exit_0 = [&](std::string_view whose) {
+    if (r.apiserver_sigterms != 1u || r.apiserver_exit != "0") {
+      why.push_back(
+          fmt::format("the apiserver got {} SIGTERMs and exited {} (want 1, {}, and exit 0)",
+                      r.apiserver_sigterms.value_or(0), r.apiserver_exit, whose));
+    }
+  };
+  // What the shim said just before the reboot: its metric, and words of its check's line.
+  const auto said = [&](double value, const std::string& words) {
+    if (!r.said) return why.push_back("the shim was not asked before the reboot");
+    if (r.said->value != value) {
+      why.push_back(fmt::format("before the reboot the shim's {} was {} (want {})", r.said->metric,
+                                r.said->value ? fmt::format("{}", *r.said->value) : "missing",
+                                value));
+    }
+    if (r.said->line.find(words) == std::string::npos) {
+      why.push_back(fmt::format("before the reboot the shim's check {} did not say \"{}\": {}",
+                                r.said->check, words, r.said->line));
+    }
+  };
+  if (n == "shim-kubeadm") {
+    one_sigterm_exit_0("the shim's");
+    said(s.drain_s, "once the load balancer has drained");
+    // ShutdownInitiated is stamped with the moment the drain counts from: a bound, not a speed.
+    if (!r.sigterm_after_unready_s || *r.sigterm_after_unready_s < s.drain_s) {
+      why.push_back(
+          fmt::format("the SIGTERM came {} s after the shim's unready, before the drain "
+                      "({} s) was over",
+                      r.sigterm_after_unready_s.value_or(-1), s.drain_s));
+    }
+  } else if (n == "shim-kubeadm-lb-apiserver") {
+    said(1, "WARNING: no load balancer probed this shim's /readyz");
+  } else if (n == "shim-openshift") {
+    one_sigterm_exit_0("the shim's");
+    // The 429s are waited out (0 failed, as client-go sees it) and counted apart; none met would
+    // leave the pair's point untested.
+    if (std::none_of(r.records.begin(), r.records.end(),
+                     [](const auto& q) { return q.waited_out > 0; }))
+      why.push_back("no request met the 429 of --shutdown-send-retry-after: the test cannot tell");
+    said(0, "covers the drain");
+    // At +0: before the drain's end, told by the order of the two records, not by a time.
+    if (!r.first_sigterm_us || !r.drain_elapsed_us || *r.first_sigterm_us >= *r.drain_elapsed_us)
+      why.push_back("the SIGTERM did not come before the drain's end (its delay covers the drain)");
+  } else if (n == "shim-kubelet-restart") {
+    if (r.processes.size() < 2) {
+      why.push_back(
+          fmt::format("{} kube-apiserver process(es) before reboot.target: kubelet did not "
+                      "restart it during the hold, the test cannot tell",
+                      r.processes.size()));
+    }
+    for (const auto& p : r.processes) {
+      if (p.sigterms != 1 || p.exit != "0" || !p.exit_us) {
+        why.push_back(
+            fmt::format("kube-apiserver pid {} got {} SIGTERMs and exited {} before "
+                        "reboot.target (want 1 and exit 0)",
+                        p.pid, p.sigterms, p.exit));
+      }
+    }
+    const std::size_t restarts = r.processes.empty() ? 0 : r.processes.size() - 1;
+    if (r.target_restarted_events != restarts) {
+      why.push_back(
+          fmt::format("the shim recorded {} TargetRestarted, kubelet restarted it {} "
+                      "time(s) during the hold",
+                      r.target_restarted_events, restarts));
+    }
+    if (r.report_json.find(fmt::format("\"targets_restarted\":{}", restarts)) ==
+        std::string::npos) {
+      why.push_back(fmt::format("report --json does not say targets_restarted {}: {}", restarts,
+                                r.report_json));
+    }
+  } else if (n == "shim-gns-etcd") {
+    one_sigterm_exit_0("kubelet's");
+    said(1, "WARNING: kubelet stops etcd");
+    // It names the fix that shim-gns-etcd-fixed applies.
+    said(1, "its manifest's priorityClassName: system-cluster-critical with priority: 2000000000");
+    const auto fix = etcd_scenario_groups(s, "shim-gns-etcd-fixed");
+    said(1, fmt::format("{{priority: {}, shutdownGracePeriodSeconds: {}}} and {{priority: {}, "
+                        "shutdownGracePeriodSeconds: {}}}",
+                        fix[0].priority, fix[0].grace_s, fix[1].priority, fix[1].grace_s));
+  } else if (n == "shim-gns-etcd-fixed") {
+    one_sigterm_exit_0("kubelet's");
+    said(0, "kubelet");
+    if (r.said && r.said->line.find("kubelet stops etcd") != std::string::npos)
+      why.push_back("the shim still warns of etcd: " + r.said->line);
   }
   for (const auto& w : why) fmt::print("FAIL {}: {}\n", r.name, w);
   return why.empty();
@@ -1053,10 +1663,12 @@ int main(int argc, char** argv) {
       fmt::print("  node A answered {} requests after the cancel\n", r.node_a_answers_after_cancel);
     }
     if (r.drill) fmt::print("  {}\n", drill_line(*r.drill));
+    for (const auto& note : r.notes) fmt::print("  {}\n", note);
   }
   std::string summary = table(s, results);
   for (const auto& r : results) {
     if (r.drill) summary += "\n" + r.name + ": " + drill_line(*r.drill) + "\n";
+    for (const auto& note : r.notes) summary += "\n" + r.name + ": " + note + "\n";
   }
   fmt::print("\n{}", summary);
   std::ofstream(s.out_dir / "summary.md", std::ios::trunc) << summary;
@@ -1082,7 +1694,7 @@ int main(int argc, char** argv) {
                      r.name);
           ok = false;
         }
-      } else if (is_shim_scenario(r.name) && r.failed() != 0) {
+      } else if (is_shim_scenario(r.name) && !failures_reported(r.name) && r.failed() != 0) {
         fmt::print("FAIL {}: {} failed requests with the shim (want 0)\n", r.name, r.failed());
         ok = false;
       }
@@ -1095,6 +1707,7 @@ int main(int argc, char** argv) {
         ok = false;
       }
       if (r.drill && !check_drill(s, r)) ok = false;
+      if (is_real_node_scenario(r.name) && !check_real_node(s, r)) ok = false;
       if (r.name == "shim-cancel" && r.node_a_answers_after_cancel == 0) {
         fmt::print("FAIL {}: node A never answered again after the cancel\n", r.name);
         ok = false;
