@@ -58,8 +58,20 @@ std::optional<bool> kubelet_outlook::stops_etcd_with_apiserver() const {
   return etcd_plan_->group_index <= active_plan_->group_index;
 }
 
+std::int64_t kubelet_outlook::hold_seconds() const {
+  return std::chrono::ceil<std::chrono::seconds>(settings_.hold_needed).count();
+}
+
+// kubelet kills at the shorter of the group's grace and the pod's: the group must cover both the
+// hold and the pod's own grace. An operator's pod grace is not the node's to raise: then the shim's
+// hold must fit in it instead.
+std::int64_t kubelet_outlook::group_needed_seconds() const {
+  const std::int64_t pod = active_plan_->pod_grace.count();
+  return operator_manifest_ ? pod : std::max(hold_seconds(), pod);
+}
+
 // etcd's group against kube-apiserver's, and the settings that give kube-apiserver a group of its
-// own before etcd's.
+// own before etcd's, as long as cut_words() would want it.
 std::string kubelet_outlook::etcd_words() const {
   const auto& api = *active_plan_;
   const auto& etcd = *etcd_plan_;
@@ -69,7 +81,7 @@ std::string kubelet_outlook::etcd_words() const {
                         api.group_index + 1, api.groups.size())
           : fmt::format("in group {} of {}, before kube-apiserver's ({})", etcd.group_index + 1,
                         api.groups.size(), api.group_index + 1);
-  const std::int64_t hold = std::chrono::ceil<std::chrono::seconds>(settings_.hold_needed).count();
+  const std::int64_t hold = group_needed_seconds();
   const std::int64_t etcd_grace = etcd.groups[etcd.group_index].grace_seconds;
   std::string fix;
   if (etcd.pod_priority > api.pod_priority) {
@@ -163,12 +175,9 @@ std::string kubelet_outlook::cut_words() const {
     cuts.push_back(fmt::format("the pod's terminationGracePeriodSeconds from {}s to {}s",
                                p.pod_grace.count(), p.grace.count()));
   }
-  const std::int64_t hold = std::chrono::ceil<std::chrono::seconds>(settings_.hold_needed).count();
+  const std::int64_t hold = hold_seconds();
   const std::int64_t pod = p.pod_grace.count();
-  // kubelet kills at the shorter of the group's grace and the pod's: the group must cover both the
-  // hold and the pod's own grace. An operator's pod grace is not the node's to raise: then the
-  // shim's hold must fit in it instead.
-  const std::int64_t group_needed = operator_manifest_ ? pod : std::max(hold, pod);
+  const std::int64_t group_needed = group_needed_seconds();
   std::vector<std::string> fixes;
   if (p.groups[p.group_index].grace_seconds < group_needed) {
     fixes.push_back(group_fix(group_needed));

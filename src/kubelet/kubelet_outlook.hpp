@@ -116,6 +116,8 @@ class kubelet_outlook {
   std::string cut_words() const;
   std::string group_fix(std::int64_t seconds) const;
   std::string etcd_words() const;
+  std::int64_t hold_seconds() const;          // drain-delay + exit-timeout, whole seconds up
+  std::int64_t group_needed_seconds() const;  // what kube-apiserver's group must give it
   void update();
 
   settings settings_;

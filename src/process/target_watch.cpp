@@ -352,6 +352,7 @@ bool target_watch::target_counts() const {
 // At once (on the loop), with the backoff started again.
 void target_watch::look_for_target() {
   backoff_.reset();
+  hold_backoff_.reset();
   arm_search(backoff::duration(0));
 }
 
@@ -394,7 +395,7 @@ void target_watch::search() {
                                 ? "not found yet: " + found.reason
                                 : "not found yet: only processes that had the signal run";
   }
-  arm_search(backoff_.next());
+  arm_search(sequence_.holding() ? hold_backoff_.next() : backoff_.next());
 }
 
 result<> target_watch::watch_present(process_handle process) {

@@ -152,6 +152,11 @@ class target_watch {
   bool resumable_ = false;    // shutdown_ came from an earlier run, with a shutdown under way
   boost::asio::steady_timer timer_;
   backoff backoff_{std::chrono::milliseconds(100), std::chrono::seconds(5)};
+  // During a hold, once the target has exited, kubelet starts it again within about a second, and
+  // the new one must have its signal before it serves: the search is capped tighter there, for at
+  // most the hold's bound. At the 5 s cap the e2e once found a restarted stand-in 1.53 s after it
+  // started, time enough to serve the connections HAProxy retried to it.
+  backoff hold_backoff_{std::chrono::milliseconds(100), std::chrono::milliseconds(250)};
 };
 
 }  // namespace shim

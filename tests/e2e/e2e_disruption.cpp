@@ -479,11 +479,13 @@ struct kubelet_group {
 // it: a group for the other pods (scaled down) and the critical one, where kubeadm's etcd and
 // kube-apiserver (both 2000001000) fall, as long as kube-apiserver's pod grace (so that it cuts
 // nothing). -fixed, what the shim's warning names: a group of kube-apiserver's own, as long as the
-// hold, before etcd's, which keeps its grace.
+// hold and the pod's own grace (the longer: kubelet kills at the shorter of the two), before etcd's,
+// which keeps its grace.
 std::vector<kubelet_group> etcd_scenario_groups(const settings& s, const std::string& scenario) {
   const long long critical = kubelet_grace_s(s, scenario);
   if (scenario == "shim-gns-etcd-fixed") {
-    return {{kClusterCriticalPriority, whole_hold_s(s)}, {kNodeCriticalPriority, critical}};
+    return {{kClusterCriticalPriority, std::max(whole_hold_s(s), critical)},
+            {kNodeCriticalPriority, critical}};
   }
   return {{0, kKubeletNormalGroupS}, {kClusterCriticalPriority, critical}};
 }

@@ -510,6 +510,30 @@ TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
   EXPECT_EQ(fixed.stops_etcd_with_apiserver(), false);
   EXPECT_THAT(fixed.summary(), testing::Not(HasSubstr("etcd")));
 
+  // The fix gives kube-apiserver's group as much as kubelet-shutdown's own check wants: the pod's
+  // 30 s (kubeadm's manifest says none) when it is longer than the hold (13 s here, as the e2e's);
+  // applied, the node is warned about neither (the e2e's shim-gns-etcd-fixed once found the fix
+  // asking 13 s and the check then asking 30).
+  kubelet_outlook::settings short_hold = mode(false);
+  short_hold.drain_delay = 3s;
+  short_hold.hold_needed = 13s;
+  kubelet_outlook e2e(short_hold);
+  e2e.set_files(config_read::success(groups({{0, 3}, {2000000000, 30}})),
+                manifest_read::success(kubeadm_pod("kube-apiserver")), std::nullopt,
+                kubeadm_pod("etcd"));
+  e2e.set_lock(812);
+  EXPECT_THAT(e2e.summary(), HasSubstr("{priority: 2000000000, shutdownGracePeriodSeconds: 30} and "
+                                       "{priority: 2000001000, shutdownGracePeriodSeconds: 30}"));
+  kubelet_outlook e2e_fixed(short_hold);
+  e2e_fixed.set_files(
+      config_read::success(groups({{0, 3}, {2000000000, 30}, {2000001000, 30}})),
+      manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)), std::nullopt,
+      kubeadm_pod("etcd"));
+  e2e_fixed.set_lock(812);
+  EXPECT_EQ(e2e_fixed.stops_etcd_with_apiserver(), false);
+  EXPECT_FALSE(e2e_fixed.cuts_drain()) << e2e_fixed.summary();
+  EXPECT_FALSE(e2e_fixed.warning()) << e2e_fixed.summary();
+
   // Not known without etcd's manifest, or without kubelet's plan.
   kubelet_outlook no_etcd(mode(false));
   no_etcd.set_files(config_read::success(config),
