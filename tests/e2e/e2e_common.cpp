@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -117,22 +116,14 @@ std::optional<double> shim_metric(std::uint16_t port, const std::string& name) {
   sandbox::http_client c(port);
   const auto r = c.get("/metrics", std::chrono::milliseconds(2000));
   if (!r.ok || r.status != 200) return std::nullopt;
-  std::istringstream in(r.body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
-  }
-  return std::nullopt;
+  return sandbox::metric_value(r.body, name);
 }
 
 std::optional<std::string> shim_check_line(std::uint16_t port, const std::string& check) {
   sandbox::http_client c(port);
   const auto r = c.get("/readyz?verbose", std::chrono::milliseconds(2000));
   if (!r.ok) return std::nullopt;
-  std::istringstream in(r.body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("[+]" + check + " ") || line.starts_with("[-]" + check + " ")) return line;
-  }
-  return std::nullopt;
+  return sandbox::readyz_check_line(r.body, check);
 }
 
 std::uint16_t next_service_port() {

@@ -25,27 +25,6 @@ double ms_between(std::uint64_t from_us, std::uint64_t to_us) {
   return (static_cast<double>(to_us) - static_cast<double>(from_us)) / 1000.0;
 }
 
-std::optional<std::string> readyz_check_line(const std::string& body, const std::string& check) {
-  std::istringstream in(body);
-  std::string line;
-  while (std::getline(in, line)) {
-    for (const char* mark : {"[+]", "[-]"}) {
-      const std::string head = mark + check + " ";
-      if (line.starts_with(head)) return line;
-    }
-  }
-  return std::nullopt;
-}
-
-std::optional<double> metric_value(const std::string& body, const std::string& name) {
-  std::istringstream in(body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
-  }
-  return std::nullopt;
-}
-
 // --- apiserver ----------------------------------------------------------------------------------
 
 std::vector<sandbox::timed_line> apiserver::signals() const {

@@ -189,10 +189,7 @@ class ShimTest : public ::testing::Test {
 // Milliseconds between two monotonic_us readings (negative if `to` is earlier).
 double ms_between(std::uint64_t from_us, std::uint64_t to_us);
 
-// The line of one check in a /readyz?verbose body ("[+]inhibitor ok: ...", "[-]shutdown failed:
-// ..."), or nullopt if there is none.
-std::optional<std::string> readyz_check_line(const std::string& body, const std::string& check);
-// The value of an unlabelled sample in a Prometheus text body, or nullopt if there is none.
-std::optional<double> metric_value(const std::string& body, const std::string& name);
+using sandbox::metric_value;
+using sandbox::readyz_check_line;
 
 }  // namespace shim_it

@@ -5,6 +5,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <sstream>
 #include <stdexcept>
 
 #include "process.hpp"
@@ -179,6 +180,22 @@ std::optional<std::uint64_t> http_prober::first_failure_at(std::uint64_t since_u
   std::lock_guard lock(mutex_);
   for (const auto& c : changes_) {
     if (c.at_us >= since_us && (c.status < 200 || c.status > 299)) return c.at_us;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> readyz_check_line(const std::string& body, const std::string& check) {
+  std::istringstream in(body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("[+]" + check + " ") || line.starts_with("[-]" + check + " ")) return line;
+  }
+  return std::nullopt;
+}
+
+std::optional<double> metric_value(const std::string& body, const std::string& name) {
+  std::istringstream in(body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
   }
   return std::nullopt;
 }

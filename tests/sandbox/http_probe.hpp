@@ -51,6 +51,12 @@ std::uint16_t pick_free_port();
 // Probes a URL from its own thread in a tight loop over one keep-alive connection and remembers
 // every change of answer (status, or transport error), with the time it was first seen. Stops by
 // itself after max_duration so that a forgotten prober cannot run forever.
+// The line of one check in a /readyz?verbose body ("[+]inhibitor ok: ...", "[-]shutdown failed:
+// ..."), or nullopt if there is none.
+std::optional<std::string> readyz_check_line(const std::string& body, const std::string& check);
+// The value of an unlabelled sample in a Prometheus text body, or nullopt if there is none.
+std::optional<double> metric_value(const std::string& body, const std::string& name);
+
 class http_prober {
  public:
   struct change {
