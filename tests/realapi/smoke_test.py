@@ -256,7 +256,7 @@ def case_startup_and_api(bin_dir, work):
         check(status == 200 and json.loads(body).get("major") == "1", "api: /version 200")
         anonymous, with_token = connections_for_two(s, token=False), connections_for_two(s)
         check(anonymous == (2, True) and with_token == (1, False),
-              f"api: over HTTP/2 an anonymous answer ends its connection (GOAWAY), one with a "
+              "api: over HTTP/2 an anonymous answer ends its connection (GOAWAY), one with a "
               f"token keeps it (connections, GOAWAY: {anonymous}, {with_token})")
         status, _, body = s.request("/api/v1/namespaces/default")
         check(status == 200 and json.loads(body).get("kind") == "Namespace",
@@ -312,7 +312,7 @@ def case_second_sigterm(bin_dir, work):
         s.sigterm()
         code = s.wait(timeout=30)  # far less than the 60 s delay: it was the second signal
         check(code == 1, f"second: exit 1 (got {code})")
-        check(s.signals() == ["SIGTERM", "SIGTERM"], f"second: two SIGTERMs logged")
+        check(s.signals() == ["SIGTERM", "SIGTERM"], "second: two SIGTERMs logged")
         check(s.lifecycle()[-1][0] == "EXIT" and s.lifecycle()[-1][2] == "1 second signal",
               f"second: EXIT 1 logged ({s.lifecycle()[-1]})")
         check("NOT_ACCEPTING" not in s.events(), "second: no drain")
@@ -345,7 +345,7 @@ def case_retry_after(bin_dir, work):
         in_flight = "IN_FLIGHT_DRAINED" not in s.events()
         check(in_flight, "retry-after: ... while the held request is in flight")
         status, _, body = s.request("/readyz")
-        check(status == 500 and "shutdown" in body, f"retry-after: /readyz still answers 500")
+        check(status == 500 and "shutdown" in body, "retry-after: /readyz still answers 500")
         thread.join(timeout=60)
         check(held == [200], f"retry-after: the held request finished 200 ({held})")
         code = s.wait()
@@ -365,8 +365,9 @@ def case_retry_after(bin_dir, work):
         s.stop()
 
 
-def judge(agent, since_us=0):
-    rows = [r for r in agent.rows() if float(r["send_s"]) * 1e6 >= since_us]
+def judge(agent):
+    """The agent's requests, and those that failed."""
+    rows = agent.rows()
     return rows, [r for r in rows if r["failed"] == "1"]
 
 
@@ -466,7 +467,7 @@ def main():
             check(False, str(e))
         except Exception:  # a case that broke off: its traceback, and the logs below
             traceback.print_exc()
-            check(False, "a case broke off")
+            check(False, "a case broke of")
         if failures:
             for dirpath, _, files in sorted(os.walk(work)):
                 for name in sorted(f for f in files if not f.endswith((".crt", ".key"))):
