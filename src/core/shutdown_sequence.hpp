@@ -36,6 +36,8 @@ namespace shim {
 //                                    (a shim SIGTERM: ShutdownInitiated only if it is passed on,
 //                                    else Restart; asking PID 1, the record waits for its answer)
 //   idle         resume           -> become_unready (ShutdownResumed); holding, signal counted
+//                                    (or, not sent yet by the earlier run, still to come at its
+//                                    time from the recorded unready moment)
 //   idle         cancel           -> retake_inhibitor
 //   idle         target_exited    -> wrapper only: become_unready, exit; released
 //   holding      trigger (again)  -> note (never a second signal); a signal: notify_stopping
@@ -46,9 +48,10 @@ namespace shim {
 //                                    KubeletGone
 //   holding      target_started   -> after the signal: a target that did not have it runs again;
 //                                    signal_restarted (before kubelet's SIGTERM time:
-//                                    leave_restarted_to_kubelet),
-//                                    and the hold waits for it as for the first
-//   holding      timer/exit/none  -> advance: forward_signal (or count_kubelet_signal),
+//                                    leave_restarted_to_kubelet), and the hold waits for it as for
+//                                    the first
+//   holding      timer/exit/none  -> advance: forward_signal at the timing's signal delay (or
+//                                    count_kubelet_signal at once),
 //                                    DrainElapsed, release_inhibitor
 //                                    [, exit]; released
 //   holding      cancel           -> ShutdownCancelled, retake_inhibitor, then: nothing signalled
