@@ -34,6 +34,8 @@ void kubelet_watch::locks_listed(const std::vector<logind_inhibitor::listed_lock
   const bool first = !listed_;
   listed_ = true;
   if (kubelet == outlook_.lock_pid()) {
+    // The shim's own lock listed only now (it was retrying): kubelet can be followed from now on.
+    if (kubelet && same_pids && !process_) watch_process(*kubelet);
     if (first) said();
     return;
   }

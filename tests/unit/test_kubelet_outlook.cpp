@@ -616,6 +616,16 @@ TEST(KubeletWatch, ALockClosedByAKubeletThatRunsOnIsNotKubeletGone) {
   EXPECT_FALSE(k.outlook.leaves_signal_to_kubelet());
 }
 
+// The shim's own lock shows only after kubelet's (it was retrying): kubelet is followed from then.
+TEST(KubeletWatch, KubeletIsFollowedOnceTheShimsOwnLockIsListed) {
+  watched_kubelet k;
+  k.watch.locks_listed({k.kubelet()});
+  k.watch.locks_listed({k.own(), k.kubelet()});
+  k.watch.locks_listed({k.own()});
+  EXPECT_EQ(k.gone, 0);
+  EXPECT_TRUE(k.outlook.leaves_signal_to_kubelet()) << "kubelet runs on without its lock";
+}
+
 TEST(KubeletWatch, ALockGoneWithItsKubeletOrNotFollowableIsKubeletGone) {
   watched_kubelet crashed;
   crashed.watch.locks_listed({crashed.own(), crashed.kubelet()});
