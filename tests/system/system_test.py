@@ -55,6 +55,9 @@ DRAIN_S = 7
 EXIT_TIMEOUT_S = 20
 APISERVER_SHUTDOWN_DELAY = "6s"
 UPSTREAM = "--upstream-readyz=http://127.0.0.1:6443/readyz"  # guest/container-runtime's --listen
+# The stand-in's lifecycle log of a kube-apiserver that started and was never signalled (its port,
+# then /readyz 200, as k8s.io/apiserver's start-up; commit 6eff0bc added READY).
+APISERVER_RUNNING = ["LISTENING", "READY"]
 WATCHDOG_S = 5  # the lifecycle case's WatchdogSec= (the shipped 30 s would make the case slow)
 KUBELET_GRACE_S = 12  # the stand-in kubelet's hold in kill-hold: longer than the drain
 KUBELET_DROPIN_S = 300  # item 3: kubelet's 99-kubelet.conf above the shim's vendor 150 s
@@ -271,7 +274,7 @@ class Node:
         return self.sh("cat", "/run/kube-apiserver.pid", check=False).stdout.strip()
 
     def apiserver_lifecycle(self):
-        """The stand-in's lifecycle log: [WORD] (LISTENING, UNREADY, STOPPED_LISTENING, EXIT)."""
+        """The stand-in's lifecycle log: [WORD] (LISTENING, READY, UNREADY, ..., EXIT)."""
         path = self.root / "var/log/system-test/apiserver-lifecycle.log"
         try:
             return [line.split()[0] for line in path.read_text().splitlines() if line.strip()]
@@ -830,11 +833,11 @@ def upgrade(node: Node, r: Result):
     r.expect(shim_locks(node) == [pid_after],
              f"logind's delay locks after the upgrade {node.delay_locks()}, not the new shim's "
              f"(PID {pid_after}) alone")
-    # kube-apiserver all along: the same process, alive, its lifecycle log only LISTENING (it
+    # kube-apiserver all along: the same process, alive, its lifecycle log only its start-up (it
     # logs UNREADY when a signal starts its shutdown, EXIT when it exits), no signal logged.
     r.expect(node.apiserver_pid() == apiserver_before and node.alive(apiserver_before),
              f"kube-apiserver's PID {apiserver_before} -> {node.apiserver_pid()}")
-    r.expect(lifecycle == ["LISTENING"], f"kube-apiserver's lifecycle log: {lifecycle}")
+    r.expect(lifecycle == APISERVER_RUNNING, f"kube-apiserver's lifecycle log: {lifecycle}")
     r.expect(not node.apiserver_signals(),
              f"kube-apiserver got {len(node.apiserver_signals())} signals at the upgrade")
     # Any SIGTERM turns the shim unready and makes it ask PID 1; PID 1 said "running", so nothing
@@ -939,7 +942,7 @@ def purge(node: Node, r: Result):
     # postrm's SIGHUP: logind drops the shim's 32 s and is back at its built-in 5 s.
     r.expect(reloaded and delay == 5 * US,
              f"logind after purge: {delay / US:g} s, {len(reloaded)} reloads (expected 5 s)")
-    r.expect(node.alive(apiserver) and node.apiserver_lifecycle() == ["LISTENING"],
+    r.expect(node.alive(apiserver) and node.apiserver_lifecycle() == APISERVER_RUNNING,
              f"kube-apiserver did not run through: {node.apiserver_lifecycle()}")
     r.expect(not node.apiserver_signals(),
              f"kube-apiserver got {len(node.apiserver_signals())} signals (remove: "
