@@ -441,22 +441,30 @@ def case_agents(bin_dir, work):
                 s.stop()
 
 
+def build_bin_dir(script, bin_dir):
+    """(the binaries' directory, None): bin_dir, or what the script built or found; (None, the
+    exit status) when it cannot build (77, a skip) or failed."""
+    if bin_dir:
+        return bin_dir, None
+    started = time.monotonic()
+    build = subprocess.run([script], stdout=subprocess.PIPE, text=True)
+    if build.returncode == 77:
+        return None, skip("scripts/realapi cannot build here (see above)")
+    if build.returncode != 0:
+        print(f"FAIL scripts/realapi exited {build.returncode}", file=sys.stderr)
+        return None, 1
+    print(f"FIGURES scripts/realapi: {time.monotonic() - started:.0f} s", flush=True)
+    return build.stdout.strip().splitlines()[-1], None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--script", help="scripts/realapi: builds the binaries or finds them")
     ap.add_argument("--bin-dir", help="the binaries, built already")
     args = ap.parse_args()
-    bin_dir = args.bin_dir
-    if not bin_dir:
-        started = time.monotonic()
-        build = subprocess.run([args.script], stdout=subprocess.PIPE, text=True)
-        if build.returncode == 77:
-            return skip("scripts/realapi cannot build here (see above)")
-        if build.returncode != 0:
-            print(f"FAIL scripts/realapi exited {build.returncode}", file=sys.stderr)
-            return 1
-        bin_dir = build.stdout.strip().splitlines()[-1]
-        print(f"FIGURES scripts/realapi: {time.monotonic() - started:.0f} s", flush=True)
+    bin_dir, status = build_bin_dir(args.script, args.bin_dir)
+    if bin_dir is None:
+        return status
     with tempfile.TemporaryDirectory(prefix="realapi-smoke.") as work:
         try:
             case_sigterm(case_startup_and_api(bin_dir, work))
