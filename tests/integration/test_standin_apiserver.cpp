@@ -1,9 +1,10 @@
 // Self-tests of fake_apiserver's model of k8s.io/apiserver's graceful termination and start-up
 // (tests/sandbox/README.md, "fake_apiserver"): the shutdown delay's default of 0, the 429 of
-// --shutdown-send-retry-after on kept-alive and new connections, the exempt paths, the 503 after
-// the in-flight wait without it, the start-up phases, and etcd gone. Each runs the binary; the
-// order of events is read from its own logs (--lifecycle-log, --request-log), and the only time
-// bounds asserted are lower bounds that the flags set.
+// --shutdown-send-retry-after on kept-alive and new connections, the exempt paths, without it no
+// answer to a request read once the listener closed and the request timeout as the in-flight
+// wait's bound, the start-up phases (/livez and /healthz with /readyz), and etcd gone. Each runs
+// the binary; the order of events is read from its own logs (--lifecycle-log, --request-log), and
+// the only time bounds asserted are lower bounds that the flags set.
 
 #include <fmt/core.h>
 #include <gmock/gmock.h>
@@ -247,8 +248,10 @@ TEST_F(StandInApiserver, RetryAfterAnswers429UntilTheRequestsInFlightDrain) {
 }
 
 // Without retry-after the listener closes when it stops accepting; a connection accepted before
-// that which sends its request only now gets waitgroup.go's 503 (or, exempt, its usual answer).
-TEST_F(StandInApiserver, WithoutRetryAfterALateRequestGets503) {
+// that which sends its request only now gets no answer, exempt or not: net/http drops a request
+// it reads once its Shutdown has begun (the real server does so: tests/realapi's differential
+// test; the stand-in answered waitgroup.go's 503 here before).
+TEST_F(StandInApiserver, WithoutRetryAfterALateRequestGetsNoAnswer) {
   const auto log = request_log("api");
   const auto connections = sb().path("api-connections.log");
   auto api = launch(describe(
@@ -264,19 +267,15 @@ TEST_F(StandInApiserver, WithoutRetryAfterALateRequestGets503) {
   api.process->signal(SIGTERM);
   ASSERT_TRUE(wait_line(api.lifecycle_log, "STOPPED_LISTENING"));
   EXPECT_TRUE(connection_refused(api.port()));
-  const auto refused = late.get("/api/v1/nodes/node-1");
-  ASSERT_TRUE(refused) << "the connection accepted before the stop was closed";
-  EXPECT_EQ(refused->result_int(), 503u) << refused->body();
-  EXPECT_EQ(header(*refused, http::field::retry_after), "1");
-  EXPECT_EQ(header(*refused, http::field::content_type), "application/json");
-  EXPECT_EQ(refused->body(),
-            R"({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",)"
-            R"("message":"apiserver is shutting down","reason":"ServiceUnavailable","code":503})"
-            "\n");
-  EXPECT_FALSE(refused->keep_alive());
+  const auto dropped = late.get("/api/v1/nodes/node-1");
+  EXPECT_FALSE(dropped) << "answered " << dropped->result_int() << ": " << dropped->body();
   const auto readyz = late_probe.get("/readyz");
-  ASSERT_TRUE(readyz);
-  EXPECT_EQ(readyz->result_int(), 500u) << "exempt: answered as usual";
+  EXPECT_FALSE(readyz) << "exempt, yet dropped as well: answered " << readyz->result_int();
+  ASSERT_TRUE(wait_line(log, "READ", "GET /readyz")) << "the requests were read, then dropped";
+  for (const auto& l : sandbox::read_timed_lines(log)) {
+    EXPECT_FALSE(l.word == "ANSWERED" && !l.detail.ends_with("/api/v1/namespaces/default"))
+        << l.detail;
+  }
 
   const auto answer = served.get();
   ASSERT_TRUE(answer);
@@ -284,6 +283,43 @@ TEST_F(StandInApiserver, WithoutRetryAfterALateRequestGets503) {
   const auto status = api.process->wait_for_exit(kEventTimeout);
   ASSERT_TRUE(status);
   EXPECT_EQ(sandbox::shell_exit_code(*status), 0);
+}
+
+// Without retry-after a request in flight is served however long it takes within the request
+// timeout (60 s, kube-apiserver's --request-timeout), not only within 5 s of the stop as the
+// stand-in did before; past --request-timeout the HTTP server's Shutdown gives up on it. The hold
+// is 10 s, 5 s past the old bound, for a signal late on a loaded machine (6 s was not enough: the
+// SIGTERM arrived 1.004 s after the request was read, under a sanitizer build).
+TEST_F(StandInApiserver, WithoutRetryAfterTheRequestTimeoutBoundsTheInFlightWait) {
+  const auto log = request_log("api");
+  auto api = launch(describe("api", {"--request-log=" + log.string()}));
+  ASSERT_FALSE(HasFailure());
+  auto held = in_flight(api.port(), "/hold?seconds=10");
+  ASSERT_TRUE(wait_line(log, "READ", "GET /hold"));
+  api.process->signal(SIGTERM);
+  const auto answer = held.get();
+  ASSERT_TRUE(answer) << "the request in flight was cut";
+  EXPECT_EQ(answer->result_int(), 200u);
+  EXPECT_FALSE(answer->keep_alive()) << "served after the stop: Connection: close";
+  auto status = api.process->wait_for_exit(kEventTimeout);
+  ASSERT_TRUE(status);
+  EXPECT_EQ(sandbox::shell_exit_code(*status), 0);
+  const auto stopped = api.lifecycle_at("STOPPED_LISTENING");
+  const auto answered = wait_line(log, "ANSWERED", "200 /hold");
+  ASSERT_TRUE(stopped && answered);
+  EXPECT_GE(answered->usec, *stopped + 5'000'000u) << "held past the old bound";
+
+  const auto short_log = request_log("short");
+  auto short_timeout =
+      launch(describe("short", {"--request-timeout", "1s", "--request-log=" + short_log.string()}));
+  ASSERT_FALSE(HasFailure());
+  auto cut = in_flight(short_timeout.port(), "/hold?seconds=600");
+  ASSERT_TRUE(wait_line(short_log, "READ", "GET /hold"));
+  short_timeout.process->signal(SIGTERM);
+  status = short_timeout.process->wait_for_exit(kEventTimeout);
+  ASSERT_TRUE(status) << "it waited past --request-timeout";
+  EXPECT_EQ(sandbox::shell_exit_code(*status), 0);
+  EXPECT_FALSE(cut.get()) << "answered after the shutdown gave up on it";
 }
 
 // The process exists before its port opens, and the port opens before /readyz passes: meanwhile
@@ -324,6 +360,32 @@ TEST_F(StandInApiserver, StartsInPhases) {
   ASSERT_TRUE(after);
   EXPECT_EQ(after->result_int(), 200u);
   EXPECT_EQ(after->body(), "ok");
+}
+
+// /livez and /healthz fail with /readyz while the post-start hooks run (the library adds each hook
+// to all three), and pass with it; they list no shutdown check (the stand-in answered 200 here
+// before: tests/realapi's differential test found the real server's 500).
+TEST_F(StandInApiserver, LivezAndHealthzFailUntilThePostStartHooksFinish) {
+  auto api = launch(describe("api", {"--startup-ready-delay=2s"}));
+  ASSERT_FALSE(HasFailure());
+  raw_connection c(api.port());
+  for (const std::string endpoint : {"livez", "healthz"}) {
+    const auto starting = c.get("/" + endpoint);
+    ASSERT_TRUE(starting) << endpoint;
+    EXPECT_EQ(starting->result_int(), 500u) << endpoint;
+    EXPECT_THAT(
+        starting->body(),
+        testing::HasSubstr("[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n"));
+    EXPECT_THAT(starting->body(), testing::Not(testing::HasSubstr("shutdown")));
+    EXPECT_THAT(starting->body(), testing::EndsWith(endpoint + " check failed\n"));
+  }
+  ASSERT_TRUE(wait_line(api.lifecycle_log, "READY"));
+  for (const std::string endpoint : {"livez", "healthz"}) {
+    const auto ready = c.get("/" + endpoint);
+    ASSERT_TRUE(ready) << endpoint;
+    EXPECT_EQ(ready->result_int(), 200u) << endpoint;
+    EXPECT_EQ(ready->body(), "ok") << endpoint;
+  }
 }
 
 // --etcd-pidfile: with etcd gone, /readyz fails its etcd checks and etcd-backed requests get
