@@ -7,17 +7,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
 
 #include "http_probe.hpp"
 #include "node_sandbox.hpp"
+#include "test_pki.hpp"
 
 namespace e2e {
 
@@ -75,6 +78,12 @@ bool parse_common_flag(std::string_view a, common_settings& s) {
     s.haproxy = *v;
   } else if (a == "--check") {
     s.check = true;
+  } else if (auto v = flag(a, "--server")) {
+    if (*v != "stand-in" && *v != "real")
+      throw std::invalid_argument("--server is stand-in or real");
+    s.real_server = *v == "real";
+  } else if (auto v = flag(a, "--realapi-dir")) {
+    s.realapi_dir = *v;
   } else {
     return false;
   }
@@ -188,17 +197,94 @@ void stop_node_process(sandbox::child_process& process, const std::filesystem::p
   sandbox::unregister_cleanup_dir(dir);
 }
 
-std::vector<std::string> apiserver_argv(const std::string& binary, const std::string& name,
+api_server make_api_server(const common_settings& s, const std::string& fake_apiserver,
+                           const std::filesystem::path& pki_dir) {
+  api_server server;
+  server.real = s.real_server;
+  server.binary = s.real_server ? (s.realapi_dir / "realapi").string() : fake_apiserver;
+  if (!pki_dir.empty()) {
+    std::filesystem::create_directories(pki_dir);
+    const auto pki = sandbox::test_pki::make(pki_dir);
+    server.cert = pki.server.cert;
+    server.key = pki.server.key;
+    server.ca = pki.ca;
+  }
+  return server;
+}
+
+std::vector<std::string> server_flags(const api_server& server) {
+  std::vector<std::string> f = {"--api-binary=" + server.binary};
+  if (server.real) f.emplace_back("--api-real");
+  if (server.tls()) {
+    f.push_back("--api-cert=" + server.cert.string());
+    f.push_back("--api-key=" + server.key.string());
+    f.push_back("--api-ca=" + server.ca.string());
+  }
+  return f;
+}
+
+bool parse_server_flag(std::string_view arg, api_server& server) {
+  if (auto v = flag(arg, "--api-binary")) {
+    server.binary = *v;
+  } else if (arg == "--api-real") {
+    server.real = true;
+  } else if (auto v = flag(arg, "--api-cert")) {
+    server.cert = *v;
+  } else if (auto v = flag(arg, "--api-key")) {
+    server.key = *v;
+  } else if (auto v = flag(arg, "--api-ca")) {
+    server.ca = *v;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> apiserver_argv(const api_server& server, const std::string& name,
                                         std::uint16_t port, const std::filesystem::path& dir,
                                         double shutdown_delay_s, double request_time_s) {
-  return {binary,
-          fmt::format("--listen=127.0.0.1:{}", port),
-          "--pidfile=" + (dir / (name + ".pid")).string(),
-          "--signal-log=" + (dir / (name + "-signals.log")).string(),
-          "--lifecycle-log=" + (dir / (name + "-lifecycle.log")).string(),
-          "--shutdown-delay-duration=" + seconds(shutdown_delay_s),
-          "--request-time=" + seconds(request_time_s),
-          "--name=" + name};
+  std::vector<std::string> argv = {server.binary,
+                                   fmt::format("--listen=127.0.0.1:{}", port),
+                                   "--pidfile=" + (dir / (name + ".pid")).string(),
+                                   "--signal-log=" + (dir / (name + "-signals.log")).string(),
+                                   "--lifecycle-log=" + (dir / (name + "-lifecycle.log")).string(),
+                                   "--shutdown-delay-duration=" + seconds(shutdown_delay_s),
+                                   "--name=" + name};
+  if (server.real) {
+    argv.push_back("--token=" + server.token());
+  } else {
+    argv.push_back("--request-time=" + seconds(request_time_s));
+  }
+  if (server.tls()) {
+    argv.push_back("--tls-cert-file=" + server.cert.string());
+    argv.push_back("--tls-private-key-file=" + server.key.string());
+  }
+  return argv;
+}
+
+std::string api_scheme(const api_server& server) { return server.tls() ? "https" : "http"; }
+
+void set_client_auth(const api_server& server, load_options& options) {
+  options.tls = server.tls();
+  options.bearer_token = server.token();
+}
+
+bool answered_by(const api_server& server, std::uint16_t fe_port,
+                 const std::vector<std::string>& nodes, std::chrono::milliseconds timeout) {
+  // Its new connections: round robin puts each on the next node.
+  load_options o{.port = fe_port, .rate = 20, .keep_alive_connections = 1};
+  set_client_auth(server, o);
+  load_client probe(o);
+  const auto all = [&] {
+    std::set<std::string> seen;
+    for (const auto& r : probe.records()) {
+      if (!r.failed()) seen.insert(r.backend);
+    }
+    return std::all_of(nodes.begin(), nodes.end(), [&](const auto& n) { return seen.count(n); });
+  };
+  const bool ok = wait_until(all, timeout, std::chrono::milliseconds(20));
+  probe.stop();
+  return ok;
 }
 
 std::vector<std::string> shim_argv(const std::string& shim, std::uint16_t port, double drain_s,

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "load_client.hpp"
 #include "process.hpp"
 
 namespace e2e {
@@ -43,10 +44,15 @@ struct common_settings {
   std::filesystem::path out_dir = "e2e-out";
   bool check = false;
   std::string haproxy = "/usr/sbin/haproxy";
+  // --server=real: kube-apiserver is tests/realapi's realapi (the real k8s.io/apiserver) from
+  // --realapi-dir (what scripts/realapi prints), over TLS, with the client-go node agents beside
+  // the load; else the stand-in, tests/sandbox/fake_apiserver.
+  bool real_server = false;
+  std::filesystem::path realapi_dir;
 };
 // Takes arg into s when it is one of common_settings' flags (--drain, --exit-timeout, --inter,
 // --fall, --rise, --rate, --request-time, --lead, --tail, --request-timeout, --out-dir,
-// --haproxy, --check); throws std::invalid_argument for a bad value.
+// --haproxy, --check, --server, --realapi-dir); throws std::invalid_argument for a bad value.
 bool parse_common_flag(std::string_view arg, common_settings& s);
 
 bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
@@ -82,10 +88,44 @@ int cannot_run(const std::string& why);
 // killed, it cannot, so it is removed here, or by this process's termination cleanup.
 void stop_node_process(sandbox::child_process& process, const std::filesystem::path& dir_file);
 
-// The stand-in apiserver on 127.0.0.1:port, its pidfile and logs in dir named after it.
-std::vector<std::string> apiserver_argv(const std::string& binary, const std::string& name,
+// The bearer token realapi accepts (its user `node-agent`) and every client of a real run sends.
+inline constexpr std::string_view kRealapiToken = "e2e-node-agent-token";
+
+// The kube-apiserver a node runs, and how clients reach it: the one place where the stand-in and
+// realapi differ.
+struct api_server {
+  bool real = false;
+  std::string binary;  // fake_apiserver, or realapi
+  // Its serving certificate and key (sandbox::test_pki's, for DNS:localhost and IP:127.0.0.1), and
+  // the CA that signed them; empty: plain HTTP (the stand-in without --production).
+  std::filesystem::path cert, key, ca;
+  bool tls() const { return !cert.empty(); }
+  // The token clients send: realapi's, none for the stand-in (it authenticates nobody).
+  std::string token() const { return real ? std::string(kRealapiToken) : std::string(); }
+};
+// The server the settings ask for (the stand-in's binary from the sandbox's tools), with the TLS
+// files in pki_dir (made there by sandbox::test_pki when empty; realapi always serves TLS).
+api_server make_api_server(const common_settings& s, const std::string& fake_apiserver,
+                           const std::filesystem::path& pki_dir);
+// The same server in a node's child process: the flags that carry it, and their parser (false when
+// arg is none of them).
+std::vector<std::string> server_flags(const api_server& server);
+bool parse_server_flag(std::string_view arg, api_server& server);
+
+// kube-apiserver on 127.0.0.1:port, its pidfile and logs in dir named after it, with the shutdown
+// delay (the library's own --shutdown-delay-duration on realapi). The stand-in also takes the time
+// it takes to answer a request (realapi answers as fast as it can).
+std::vector<std::string> apiserver_argv(const api_server& server, const std::string& name,
                                         std::uint16_t port, const std::filesystem::path& dir,
                                         double shutdown_delay_s, double request_time_s);
+// "https" or "http", for the shim's --upstream-readyz.
+std::string api_scheme(const api_server& server);
+// The load client's options for one server: TLS and the token as the server wants them.
+void set_client_auth(const api_server& server, load_options& options);
+// Whether a GET /version through the load balancer on fe_port was answered by each of the nodes
+// within timeout (over TLS with the token where the server wants it).
+bool answered_by(const api_server& server, std::uint16_t fe_port,
+                 const std::vector<std::string>& nodes, std::chrono::milliseconds timeout);
 // The shim on 127.0.0.1:port with the lock required and an event log, and no target yet.
 std::vector<std::string> shim_argv(const std::string& shim, std::uint16_t port, double drain_s,
                                    double exit_timeout_s, const std::filesystem::path& event_log);

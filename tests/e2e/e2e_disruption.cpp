@@ -77,6 +77,14 @@
 // the node, whatever still runs in kubelet's process group being SIGKILLed then (after the stop
 // timeout for the baseline that systemd stops).
 //
+// --server=real --realapi-dir=DIR (issue 33): kube-apiserver on each node is tests/realapi's
+// realapi (the real k8s.io/apiserver) with the scenario's same settings, over TLS with the run's
+// certificate (sandbox::test_pki) and a bearer token; every client sends the token (the LB stays
+// mode tcp; its checks of kube-apiserver go over TLS), and per node a naive and a retrying
+// client-go agent (tests/realapi's nodeagent, HTTP/2) write their node through the LB beside the
+// load. --check then also wants, wherever it wants 0 failed requests, 0 failed agent requests and
+// no naive agent Degraded. The etcd scenarios need the stand-in's etcd and are refused.
+//
 // Exit status: 0 all scenarios ran (and, with --check, met the pass criterion), 1 otherwise,
 // 2 usage, 77 cannot run here (not root, no haproxy) unless CI=true.
 
@@ -106,6 +114,7 @@
 #include <thread>
 #include <vector>
 
+#include "client_go_agents.hpp"
 #include "e2e_common.hpp"
 #include "haproxy.hpp"
 #include "http_probe.hpp"
@@ -257,6 +266,7 @@ bool failures_reported(const std::string& s) { return s == "shim-kubelet-restart
       "  [--lead=2s] [--tail=2s] [--request-timeout=10s] [--restart-after=5s] [--hang=10s]\n"
       "  [--hang-request-timeout=2s]\n"
       "  [--lb-mode=tcp|http] [--lb-retries=1] [--out-dir=DIR] [--scenario=NAME]... [--check]\n"
+      "  [--server=stand-in|real --realapi-dir=DIR]\n"
       "scenarios: baseline-no-signal baseline-apiserver-delay shim-attach shim-wrapper "
       "shim-cancel\n"
       "  shim-gns-naive shim-gns shim-gns-priority baseline-apiserver-crash shim-apiserver-crash\n"
@@ -298,7 +308,18 @@ settings parse(int argc, char** argv) {
       usage(fmt::format("bad value in '{}': {}", a, e.what()));
     }
   }
-  if (s.scenarios.empty()) s.scenarios = kAllScenarios;
+  if (s.real_server && s.realapi_dir.empty()) usage("--server=real needs --realapi-dir");
+  // realapi has no etcd: the etcd scenarios (the stand-in's --etcd-pidfile) are the stand-in's.
+  for (const auto& n : s.scenarios) {
+    if (s.real_server && is_etcd_scenario(n))
+      usage(n +
+            " needs etcd (the stand-in's --etcd-pidfile), which realapi has not: stand-in only");
+  }
+  if (s.scenarios.empty()) {
+    for (const auto& n : kAllScenarios) {
+      if (!s.real_server || !is_etcd_scenario(n)) s.scenarios.push_back(n);
+    }
+  }
   if (s.stop_timeout_s == 0) s.stop_timeout_s = s.drain_s * 90.0 / 70.0;
   if (s.rate <= 0 || s.fall == 0 || s.rise == 0) usage("rate, fall and rise must be positive");
   if (s.request_timeout_s <= 0 || s.hang_request_timeout_s <= 0)
@@ -306,12 +327,16 @@ settings parse(int argc, char** argv) {
   return s;
 }
 
-// The upstream check of the shim-apiserver-* scenarios, on node A's plain-HTTP stand-in.
-std::vector<std::string> upstream_flags(std::uint16_t api_port, const settings& s) {
-  return {fmt::format("--upstream-readyz=http://127.0.0.1:{}/readyz", api_port),
-          "--upstream-interval=" + seconds(s.upstream_interval_s),
-          "--upstream-timeout=" + seconds(s.upstream_timeout_s),
-          fmt::format("--upstream-fall={}", s.upstream_fall)};
+// The upstream check of the shim-apiserver-* scenarios, on node A's kube-apiserver.
+std::vector<std::string> upstream_flags(const e2e::api_server& server, std::uint16_t api_port,
+                                        const settings& s) {
+  std::vector<std::string> f = {
+      fmt::format("--upstream-readyz={}://127.0.0.1:{}/readyz", e2e::api_scheme(server), api_port),
+      "--upstream-interval=" + seconds(s.upstream_interval_s),
+      "--upstream-timeout=" + seconds(s.upstream_timeout_s),
+      fmt::format("--upstream-fall={}", s.upstream_fall)};
+  if (server.tls()) f.push_back("--upstream-ca-file=" + server.ca.string());
+  return f;
 }
 
 // Fault scenarios: how long after the fault node A may still get requests with the checks on.
@@ -479,8 +504,8 @@ struct kubelet_group {
 // it: a group for the other pods (scaled down) and the critical one, where kubeadm's etcd and
 // kube-apiserver (both 2000001000) fall, as long as kube-apiserver's pod grace (so that it cuts
 // nothing). -fixed, what the shim's warning names: a group of kube-apiserver's own, as long as the
-// hold and the pod's own grace (the longer: kubelet kills at the shorter of the two), before etcd's,
-// which keeps its grace.
+// hold and the pod's own grace (the longer: kubelet kills at the shorter of the two), before
+// etcd's, which keeps its grace.
 std::vector<kubelet_group> etcd_scenario_groups(const settings& s, const std::string& scenario) {
   const long long critical = kubelet_grace_s(s, scenario);
   if (scenario == "shim-gns-etcd-fixed") {
@@ -597,9 +622,12 @@ int serve_node(int argc, char** argv) {
   std::string name;
   std::uint16_t api_port = 0, shim_port = 0;
   settings s;
+  e2e::api_server server;
   for (int i = 2; i < argc; ++i) {
     const std::string_view a(argv[i]);
-    if (auto v = flag(a, "--dir"))
+    if (e2e::parse_server_flag(a, server))
+      continue;
+    else if (auto v = flag(a, "--dir"))
       dir = *v;
     else if (auto v = flag(a, "--name"))
       name = *v;
@@ -618,8 +646,8 @@ int serve_node(int argc, char** argv) {
   so.inhibit_delay_max = fmt::format("{}", std::llround(s.drain_s + s.exit_timeout_s + 30));
   sandbox::node_sandbox node(so);
   std::ofstream(dir / (name + ".dir")) << node.dir().string() << "\n";
-  node.spawn("kube-apiserver", apiserver_argv(node.tools().fake_apiserver, name, api_port,
-                                              node.dir(), s.drain_s, s.request_time_s));
+  node.spawn("kube-apiserver",
+             apiserver_argv(server, name, api_port, node.dir(), s.drain_s, s.request_time_s));
   bool ok = wait_until([&] { return read_pid(node.dir() / (name + ".pid")).has_value(); }, 20s);
   if (ok && shim_port) {
     auto argv_shim = shim_argv(node.tools().shim, shim_port, s.drain_s, s.exit_timeout_s,
@@ -724,6 +752,8 @@ struct scenario_result {
   std::size_t target_restarted_events = 0;
   std::string report_json;
   std::vector<std::string> notes;  // what the summary says under the table
+  // Against realapi: the client-go agents, naive and retrying, one of each per node.
+  std::vector<e2e::go_agent_verdict> go_agents;
   // Fault scenarios: the detection window (from t0, the fault) and the failed requests sent after
   // it.
   std::optional<double> detection_window_s;
@@ -831,7 +861,8 @@ scenario_result::shim_said read_shim_said(std::uint16_t port, const std::string&
 // --- one scenario
 // ---------------------------------------------------------------------------------
 
-scenario_result run_scenario(const settings& s, const std::string& name, const fs::path& self) {
+scenario_result run_scenario(const settings& s, const e2e::api_server& server,
+                             const std::string& name, const fs::path& self) {
   scenario_result res;
   res.name = name;
   const fs::path out = s.out_dir / name;
@@ -868,6 +899,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
                                      "--exit-timeout=" + seconds(s.exit_timeout_s),
                                      "--request-time=" + seconds(s.request_time_s)};
   if (shim) b_argv.push_back(fmt::format("--shim-port={}", b_shim));
+  for (auto& f : e2e::server_flags(server)) b_argv.push_back(std::move(f));
   sandbox::spawn_options bo;
   for (char** e = environ; e && *e; ++e) bo.env.emplace_back(*e);
   bo.stdout_path = out / "node-b.log";
@@ -891,8 +923,8 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   const fs::path static_pod_dir = a.dir() / "manifests";  // the etcd scenarios': kubelet's
   const fs::path pods_file = a.dir() / "pods";
   const fs::path etcd_pidfile = a.dir() / "etcd.pid";
-  auto api_argv = apiserver_argv(tools.fake_apiserver, "node-a", a_api, a.dir(),
-                                 apiserver_delay_s(s, name), s.request_time_s);
+  auto api_argv = apiserver_argv(server, "node-a", a_api, a.dir(), apiserver_delay_s(s, name),
+                                 s.request_time_s);
   if (is_openshift_scenario(name)) api_argv.push_back("--shutdown-send-retry-after");
   if (is_etcd_scenario(name)) api_argv.push_back("--etcd-pidfile=" + etcd_pidfile.string());
   sandbox::child_process* shim_process = nullptr;
@@ -915,9 +947,9 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     // graceful node shutdown it takes its lock first. The shim starts once they run.
     std::ofstream pods(pods_file, std::ios::trunc);
     if (is_etcd_scenario(name)) {
-      pods << pod_line("etcd", kNodeCriticalPriority,
-                       apiserver_argv(tools.fake_apiserver, "etcd", next_service_port(), a.dir(), 0,
-                                      s.request_time_s));
+      pods << pod_line(
+          "etcd", kNodeCriticalPriority,
+          apiserver_argv(server, "etcd", next_service_port(), a.dir(), 0, s.request_time_s));
       write_etcd_scenario_files(kubelet_config, static_pod_dir, s, name);
     }
     pods << pod_line(
@@ -969,7 +1001,7 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
         argv.push_back("--static-pod-manifest=" + static_pod_manifest.string());
       }
       if (is_shim_scenario(name) && (is_fault_scenario(name) || is_drill_scenario(name))) {
-        for (auto& f : upstream_flags(a_api, s)) argv.push_back(std::move(f));
+        for (auto& f : upstream_flags(server, a_api, s)) argv.push_back(std::move(f));
       }
       if (is_drill_scenario(name)) {
         fs::create_directories(a.dir() / "runtime");
@@ -1011,20 +1043,14 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   if (is_openshift_scenario(name)) lo.check_version = "HTTP/1.0";
   lo.frontend_port = fe_port;
   const bool check_api = lb_checks_apiserver(name);
+  // kube-apiserver's /readyz over TLS, as OpenShift's on-prem HAProxy checks it.
+  lo.check_ssl = check_api && server.tls();
   lo.servers = {{"node-a", a_api, check_api ? a_api : a_shim},
                 {"node-b", b_api, check_api ? b_api : b_shim}};
   e2e::haproxy lb(s.haproxy, out, lo);
   // Both nodes answer through it before anything happens.
-  std::set<std::string> seen;
-  wait_until(
-      [&] {
-        sandbox::http_client c(fe_port);
-        auto r = c.get("/version", 1000ms);
-        if (r.ok && r.status == 200) seen.insert(r.backend);
-        return seen.size() == 2;
-      },
-      20s, 20ms);
-  if (seen.size() != 2) return fail("the load balancer does not reach both nodes");
+  if (!e2e::answered_by(server, fe_port, {"node-a", "node-b"}, 20s))
+    return fail("the load balancer does not reach both nodes");
 
   if (name == "shim-kubeadm-lb-apiserver") {
     // The shim knows that the load balancer checks kube-apiserver itself once no TCP peer has
@@ -1042,14 +1068,22 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   // never overlaps itself; in a cluster some request is always in flight (a slow LIST). So a slow
   // client keeps one in flight on each node: its kept-alive connections, opened before the
   // sampler's, one after the other, are put one on each node by round robin.
+  // Against realapi, client-go's own agents beside the load (HTTP/2).
+  std::optional<e2e::client_go_agents> go_agents;
+  if (server.real) {
+    go_agents.emplace(server, s.realapi_dir / "nodeagent", out, fe_port,
+                      std::vector<std::string>{"node-a", "node-b"});
+  }
   std::optional<e2e::load_client> slow;
   if (is_openshift_scenario(name)) {
-    slow.emplace(e2e::load_options{.port = fe_port,
-                                   .target = kSlowTarget,
-                                   .rate = 1,
-                                   .timeout = timeout,
-                                   .new_connections = false,
-                                   .client_go_retry_after = true});
+    e2e::load_options so{.port = fe_port,
+                         .target = kSlowTarget,
+                         .rate = 1,
+                         .timeout = timeout,
+                         .new_connections = false,
+                         .client_go_retry_after = true};
+    e2e::set_client_auth(server, so);
+    slow.emplace(so);
     // Its second connection opens once the first has had its first answer.
     const auto on_both_nodes = [&] {
       std::set<std::string> nodes;
@@ -1058,11 +1092,13 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
     };
     if (!wait_until(on_both_nodes, 20s)) return fail("the slow client is not on both nodes");
   }
-  e2e::load_client load({.port = fe_port,
-                         .target = is_etcd_scenario(name) ? kEtcdBackedTarget : "/version",
-                         .rate = s.rate,
-                         .timeout = timeout,
-                         .client_go_retry_after = is_openshift_scenario(name)});
+  e2e::load_options lopts{.port = fe_port,
+                          .target = is_etcd_scenario(name) ? kEtcdBackedTarget : "/version",
+                          .rate = s.rate,
+                          .timeout = timeout,
+                          .client_go_retry_after = is_openshift_scenario(name)};
+  e2e::set_client_auth(server, lopts);
+  e2e::load_client load(lopts);
   sleep_s(s.lead_s);
   const pid_t api_pid = *read_pid(pidfile);
   if (shim && is_real_node_scenario(name)) res.said = read_shim_said(a_shim, name);
@@ -1215,6 +1251,10 @@ scenario_result run_scenario(const settings& s, const std::string& name, const f
   while (sandbox::monotonic_us() < settle_until) std::this_thread::sleep_for(20ms);
   load.stop();
   res.records = load.records();
+  if (go_agents) {
+    go_agents->stop();
+    res.go_agents = go_agents->verdicts();
+  }
   if (slow) {
     slow->stop();
     const auto held = slow->records();
@@ -1376,7 +1416,8 @@ std::string optional_ms(std::optional<double> v) {
 
 std::string table(const settings& s, const std::vector<scenario_result>& results) {
   std::string t = fmt::format(
-      "HAProxy mode {}, {}, inter {} fall {} rise {}; drain and apiserver shutdown delay {} s; "
+      "kube-apiserver: {}. HAProxy mode {}, {}, inter {} fall {} rise {}; drain and apiserver "
+      "shutdown delay {} s; "
       "{} req/s on new connections, up to {} req/s on each of two keep-alive connections; "
       "{} ms per request; a request unanswered after {} s fails ({} s in the hang scenarios). "
       "Fault scenarios: SIGKILL and a restart {} s later, SIGSTOP for {} s; the checks' upstream "
@@ -1386,6 +1427,10 @@ std::string table(const settings& s, const std::vector<scenario_result>& results
       "with --shutdown-send-retry-after and a client that waits out a Retry-After as client-go "
       "does (\"waited out\": the field's samplers count those requests as failed too); the "
       "gns-etcd ones GET {}\n\n",
+      s.real_server
+          ? "realapi (k8s.io/apiserver 0.36.4) over TLS, clients with a bearer token, and "
+            "per node a naive and a retrying client-go agent through the LB (HTTP/2)"
+          : "the stand-in (tests/sandbox/fake_apiserver)",
       s.lb_mode,
       s.lb_retries ? fmt::format("retries {} with redispatch", s.lb_retries) : "no retries",
       s.inter, s.fall, s.rise, s.drain_s, s.rate, s.rate, s.request_time_s * 1e3,
@@ -1395,23 +1440,26 @@ std::string table(const settings& s, const std::vector<scenario_result>& results
   t += "| scenario | requests | failed | failed by kind | longest failure run (ms) | "
        "first to last failure (ms) | unready to LB down (ms) | reboot hold (s) | "
        "retried on a fresh conn | failed after the detection window | apiserver SIGTERMs | "
-       "apiserver exit | SIGTERM after the shim's unready (s) | waited out (Retry-After) |\n";
+       "apiserver exit | SIGTERM after the shim's unready (s) | waited out (Retry-After) | "
+       "client-go agents failed / Degraded, naive | retrying |\n";
   t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-       "--- |\n";
+       "--- | ---: | ---: |\n";
   for (const auto& r : results) {
     const std::string kinds = r.problems.empty() ? e2e::failed_by_kind_text(r.records)
                                                  : "RUN FAILED: " + r.problems.front();
     t += fmt::format(
-        "| {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name,
-        r.records.size(), r.failed(), kinds, r.longest_failure_run_ms(), r.failure_window_ms(),
-        optional_ms(r.unready_to_lb_down_ms), r.hold_s ? fmt::format("{:.3f}", *r.hold_s) : "-",
-        r.retried(),
+        "| {} | {} | {} | {} | {:.0f} | {:.0f} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} "
+        "|\n",
+        r.name, r.records.size(), r.failed(), kinds, r.longest_failure_run_ms(),
+        r.failure_window_ms(), optional_ms(r.unready_to_lb_down_ms),
+        r.hold_s ? fmt::format("{:.3f}", *r.hold_s) : "-", r.retried(),
         r.detection_window_s
             ? fmt::format("{} (after {:.1f} s)", r.failed_after_window, *r.detection_window_s)
             : "-",
         r.apiserver_sigterms ? fmt::format("{}", *r.apiserver_sigterms) : "-", r.apiserver_exit,
         r.sigterm_after_unready_s ? fmt::format("{:.3f}", *r.sigterm_after_unready_s) : "-",
-        is_openshift_scenario(r.name) ? e2e::waited_out_by_kind_text(r.records) : "-");
+        is_openshift_scenario(r.name) ? e2e::waited_out_by_kind_text(r.records) : "-",
+        e2e::go_agents_text(r.go_agents, "naive"), e2e::go_agents_text(r.go_agents, "retry"));
   }
   return t;
 }
@@ -1638,13 +1686,17 @@ int main(int argc, char** argv) {
   if (!e2e::enter_private_network()) return 1;
   fs::create_directories(s.out_dir);
   const fs::path self = fs::read_symlink("/proc/self/exe");
+  // realapi serves TLS only, with the run's certificate; the stand-in plain HTTP.
+  const e2e::api_server server =
+      e2e::make_api_server(s, sandbox::tool_paths::from_environment().fake_apiserver,
+                           s.real_server ? s.out_dir / "pki" : fs::path());
 
   std::vector<scenario_result> results;
   for (const auto& name : s.scenarios) {
     fmt::print("--- {}\n", name);
     std::fflush(stdout);
     try {
-      results.push_back(run_scenario(s, name, self));
+      results.push_back(run_scenario(s, server, name, self));
     } catch (const std::exception& e) {
       scenario_result r;
       r.name = name;
@@ -1657,6 +1709,11 @@ int main(int argc, char** argv) {
                  (static_cast<double>(m.usec) - static_cast<double>(r.t0_us)) / 1e6, m.name);
     }
     fmt::print("  {} requests, {} failed\n", r.records.size(), r.failed());
+    if (!r.go_agents.empty()) {
+      fmt::print("  client-go agents (failed of requests / Degraded): naive {}, retrying {}\n",
+                 e2e::go_agents_text(r.go_agents, "naive"),
+                 e2e::go_agents_text(r.go_agents, "retry"));
+    }
     if (r.apiserver_sigterms) {
       fmt::print("  node A's apiserver: SIGTERMs {}, exit {}\n", *r.apiserver_sigterms,
                  r.apiserver_exit);
@@ -1696,9 +1753,27 @@ int main(int argc, char** argv) {
                      r.name);
           ok = false;
         }
-      } else if (is_shim_scenario(r.name) && !failures_reported(r.name) && r.failed() != 0) {
-        fmt::print("FAIL {}: {} failed requests with the shim (want 0)\n", r.name, r.failed());
-        ok = false;
+      } else if (is_shim_scenario(r.name) && !failures_reported(r.name)) {
+        if (r.failed() != 0) {
+          fmt::print("FAIL {}: {} failed requests with the shim (want 0)\n", r.name, r.failed());
+          ok = false;
+        }
+        // Against realapi, client-go's agents as well: nothing failed, no naive one Degraded.
+        if (s.real_server && (e2e::go_agents_text(r.go_agents, "naive") == "-" ||
+                              e2e::go_agents_text(r.go_agents, "retry") == "-")) {
+          fmt::print("FAIL {}: a client-go agent policy sent nothing: the test cannot tell\n",
+                     r.name);
+          ok = false;
+        }
+        const auto go_failed = e2e::go_agents_failed(r.go_agents);
+        const auto go_degraded = e2e::go_agents_degraded(r.go_agents, "naive");
+        if (go_failed != 0 || go_degraded != 0) {
+          fmt::print(
+              "FAIL {}: the client-go agents had {} failed requests and {} naive Degraded "
+              "transitions with the shim (want 0)\n",
+              r.name, go_failed, go_degraded);
+          ok = false;
+        }
       }
       const bool left_to_kubelet = r.name == "shim-gns" || r.name == "shim-gns-priority";
       if (left_to_kubelet && (r.apiserver_sigterms != 1u || r.apiserver_exit != "0")) {

@@ -30,6 +30,14 @@
 // ready again and UP in HAProxy. --unordered reboots the next node as soon as the previous one's
 // reboot.target started, which that check must catch.
 //
+// --settings=kubeadm: kube-apiserver's shutdown delay 0 and the LB checking the shim (issue 32);
+// --settings=openshift: --shutdown-send-retry-after as well, every client waiting out a
+// Retry-After as client-go does. --server=real --realapi-dir=DIR (issue 33): kube-apiserver is
+// tests/realapi's realapi over TLS with a bearer token, and per node a naive and a retrying
+// client-go agent write their node through the LB beside the others; --check then wants of them
+// what it wants of the stand-in agents (none failed, no naive one Degraded with the shim; a naive
+// one Degraded without it).
+//
 // Exit status: 0 the upgrade ran (and, with --check, met the criteria), 1 otherwise, 2 usage,
 // 77 cannot run here (not root, no haproxy) unless CI=true.
 
@@ -53,12 +61,12 @@
 #include <system_error>
 #include <vector>
 
+#include "client_go_agents.hpp"
 #include "e2e_common.hpp"
 #include "haproxy.hpp"
 #include "load_client.hpp"
 #include "node_sandbox.hpp"
 #include "process.hpp"
-#include "test_pki.hpp"
 
 extern char** environ;
 
@@ -86,8 +94,19 @@ struct settings : e2e::common_settings {
   // HAProxy's check over TLS (check-ssl verify none), as OpenShift's on-prem load balancer.
   bool production = false;
   bool ordered = true;  // --unordered: the next reboot without waiting for the previous node
+  // --settings: lb-apiserver (kube-apiserver's shutdown delay = the drain, the LB checking its
+  // /readyz), kubeadm (issue 32: kubeadm's delay of 0, the LB checking the shim where there is
+  // one), openshift (lb-apiserver with --shutdown-send-retry-after, every client waiting out a
+  // Retry-After as client-go does).
+  std::string setup = "lb-apiserver";
   std::vector<std::string> variants;
 };
+
+const std::vector<std::string> kSetups = {"lb-apiserver", "kubeadm", "openshift"};
+
+bool kubeadm(const settings& s) { return s.setup == "kubeadm"; }
+bool retry_after(const settings& s) { return s.setup == "openshift"; }
+double apiserver_delay_s(const settings& s) { return kubeadm(s) ? 0 : s.drain_s; }
 
 const std::vector<std::string> kVariants = {"baseline", "shim"};
 
@@ -98,7 +117,8 @@ const std::vector<std::string> kVariants = {"baseline", "shim"};
              "  [--inter=1s] [--fall=2] [--rise=1] [--rate=200] [--request-time=15ms]\n"
              "  [--agent-period=200ms] [--degraded-after=10s] [--lead=2s] [--tail=2s]\n"
              "  [--request-timeout=10s] [--variant=baseline|shim]... [--unordered]\n"
-             "  [--out-dir=DIR] [--check]\n",
+             "  [--settings=lb-apiserver|kubeadm|openshift] [--server=stand-in|real\n"
+             "  --realapi-dir=DIR] [--out-dir=DIR] [--check]\n",
              error);
   std::exit(2);
 }
@@ -132,6 +152,10 @@ settings parse(int argc, char** argv) {
         s.variants.push_back(*v);
       } else if (a == "--unordered") {
         s.ordered = false;
+      } else if (auto v = flag(a, "--settings")) {
+        if (std::find(kSetups.begin(), kSetups.end(), *v) == kSetups.end())
+          usage("unknown settings " + *v);
+        s.setup = *v;
       } else {
         usage(fmt::format("unknown argument '{}'", a));
       }
@@ -140,6 +164,7 @@ settings parse(int argc, char** argv) {
     }
   }
   if (s.variants.empty()) s.variants = kVariants;
+  if (s.real_server && s.realapi_dir.empty()) usage("--server=real needs --realapi-dir");
   // As long as HAProxy takes at most to mark a silent node down (fall checks, each waiting inter
   // for its answer, inter after the one before), so that the node leaves the load balancer while it
   // is gone, as in a real boot's minutes (measured: 3.2-3.3 s of 4 s by default).
@@ -179,8 +204,7 @@ struct node_options {
   std::string name;
   std::uint16_t api_port = 0;
   std::uint16_t shim_port = 0;  // 0: no shim (the baseline)
-  // --production: the apiserver's certificate and key, and the CA the shim's upstream check trusts.
-  std::string tls_cert, tls_key, ca;
+  e2e::api_server server;       // with TLS: the CA the shim's upstream check trusts
   settings s;
 };
 
@@ -197,12 +221,9 @@ class rolling_node {
     sandbox_ = std::make_unique<sandbox::node_sandbox>(so);
     auto& node = *sandbox_;
     std::ofstream(o_.dir / (o_.name + ".dir"), std::ios::trunc) << node.dir().string() << "\n";
-    auto argv = e2e::apiserver_argv(node.tools().fake_apiserver, o_.name, o_.api_port, node.dir(),
-                                    o_.s.drain_s, o_.s.request_time_s);
-    if (o_.s.production) {
-      argv.push_back("--tls-cert-file=" + o_.tls_cert);
-      argv.push_back("--tls-private-key-file=" + o_.tls_key);
-    }
+    auto argv = e2e::apiserver_argv(o_.server, o_.name, o_.api_port, node.dir(),
+                                    apiserver_delay_s(o_.s), o_.s.request_time_s);
+    if (retry_after(o_.s)) argv.push_back("--shutdown-send-retry-after");
     apiserver_ = &node.spawn("kube-apiserver", argv);
     if (!wait_until([&] { return e2e::read_pid(pidfile()).has_value(); }, 20s))
       throw std::runtime_error(o_.name + ": the apiserver did not start");
@@ -213,8 +234,8 @@ class rolling_node {
       shim.push_back("--target-pidfile=" + pidfile().string());
       // The upstream check, on as the unit ships it: ready again only once the new apiserver is.
       shim.push_back(fmt::format("--upstream-readyz={}://127.0.0.1:{}/readyz",
-                                 o_.s.production ? "https" : "http", o_.api_port));
-      if (o_.s.production) shim.push_back("--upstream-ca-file=" + o_.ca);
+                                 e2e::api_scheme(o_.server), o_.api_port));
+      if (o_.server.tls()) shim.push_back("--upstream-ca-file=" + o_.server.ca.string());
       shim_ = &node.spawn("shutdown-shim", shim);
       if (!node.wait_for_inhibitor_of("shutdown-shim", shim_->pid(), 30s))
         throw std::runtime_error(o_.name + ": the shim did not take its lock");
@@ -269,7 +290,9 @@ int serve_node(int argc, char** argv) {
   std::vector<char*> run_flags = {argv[0]};
   for (int i = 2; i < argc; ++i) {
     const std::string_view a(argv[i]);
-    if (auto v = flag(a, "--dir"))
+    if (e2e::parse_server_flag(a, o.server))
+      continue;
+    else if (auto v = flag(a, "--dir"))
       o.dir = *v;
     else if (auto v = flag(a, "--name"))
       o.name = *v;
@@ -277,12 +300,6 @@ int serve_node(int argc, char** argv) {
       o.api_port = static_cast<std::uint16_t>(std::stoul(*v));
     else if (auto v = flag(a, "--shim-port"))
       o.shim_port = static_cast<std::uint16_t>(std::stoul(*v));
-    else if (auto v = flag(a, "--tls-cert"))
-      o.tls_cert = *v;
-    else if (auto v = flag(a, "--tls-key"))
-      o.tls_key = *v;
-    else if (auto v = flag(a, "--ca"))
-      o.ca = *v;
     else
       run_flags.push_back(argv[i]);
   }
@@ -369,7 +386,8 @@ struct node_agent {
   std::unique_ptr<e2e::load_client> client;
 };
 
-e2e::load_options agent_options(const settings& s, std::uint16_t fe_port, const std::string& node,
+e2e::load_options agent_options(const settings& s, const e2e::api_server& server,
+                                std::uint16_t fe_port, const std::string& node,
                                 agent_policy policy) {
   e2e::load_options o;
   o.port = fe_port;
@@ -381,7 +399,8 @@ e2e::load_options agent_options(const settings& s, std::uint16_t fe_port, const 
   o.timeout = std::chrono::milliseconds(std::llround(s.request_timeout_s * 1000));
   o.keep_alive_connections = 1;
   o.new_connections = false;
-  o.tls = s.production;
+  e2e::set_client_auth(server, o);
+  o.client_go_retry_after = retry_after(s);
   if (policy == agent_policy::retry) {
     // Runs on the client's one thread only.
     o.pause_after = [errors = 0u, period = s.agent_period_s](const e2e::request_record& r) mutable {
@@ -395,11 +414,12 @@ e2e::load_options agent_options(const settings& s, std::uint16_t fe_port, const 
 // Starts an agent whose kept-alive connection is on node `on`: the load balancer's round robin
 // puts each new connection on the next node, so a connection that landed elsewhere is dropped and
 // dialled again (before the sampler starts, nothing else moves the round robin).
-std::optional<node_agent> place_agent(const settings& s, std::uint16_t fe_port,
-                                      const std::string& node, agent_policy policy,
-                                      const std::string& on) {
+std::optional<node_agent> place_agent(const settings& s, const e2e::api_server& server,
+                                      std::uint16_t fe_port, const std::string& node,
+                                      agent_policy policy, const std::string& on) {
   for (unsigned attempt = 0; attempt < 2 * kNodes; ++attempt) {
-    auto client = std::make_unique<e2e::load_client>(agent_options(s, fe_port, node, policy));
+    auto client =
+        std::make_unique<e2e::load_client>(agent_options(s, server, fe_port, node, policy));
     wait_until([&] { return !client->records().empty(); }, 5s);
     const auto records = client->records();
     if (!records.empty() && !records.front().failed() && records.front().backend == on)
@@ -433,6 +453,7 @@ struct upgrade_result {
   std::vector<e2e::request_record> sampler;
   std::map<agent_policy, std::vector<agent_verdict>> agents;
   std::vector<std::vector<e2e::request_record>> agent_records;  // by agent, for the picture
+  std::vector<e2e::go_agent_verdict> go_agents;  // against realapi: client-go's agents
   std::vector<node_record> nodes;
   std::vector<std::string> order_violations;
   std::vector<std::string> problems;
@@ -566,14 +587,12 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
                out.string());
     return res;
   };
+  // TLS with --production, and always with realapi (it serves nothing else).
+  const e2e::api_server server =
+      e2e::make_api_server(s, sandbox::tool_paths::from_environment().fake_apiserver,
+                           s.production || s.real_server ? out / "pki" : fs::path());
   std::vector<std::string> node_flags = run_flags;
-  if (s.production) {
-    fs::create_directories(out / "pki");
-    const auto pki = sandbox::test_pki::make(out / "pki");
-    node_flags.insert(node_flags.end(),
-                      {"--tls-cert=" + pki.server.cert.string(),
-                       "--tls-key=" + pki.server.key.string(), "--ca=" + pki.ca.string()});
-  }
+  for (auto& f : e2e::server_flags(server)) node_flags.push_back(std::move(f));
 
   const std::uint16_t fe_port = e2e::next_service_port();
   const std::uint16_t stats_port = e2e::next_service_port();
@@ -600,13 +619,17 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
   lo.rise = s.rise;
   lo.retries = 3;
   lo.redispatch = false;
-  lo.check_version = "HTTP/1.0";
-  lo.check_ssl = s.production;
+  // kubeadm: the LB checks the shim (plain HTTP) where there is one; else kube-apiserver's own
+  // /readyz as OpenShift's on-prem HAProxy does, over TLS where it serves TLS.
+  const bool check_shim = shim && kubeadm(s);
+  if (!kubeadm(s)) lo.check_version = "HTTP/1.0";
+  lo.check_ssl = !check_shim && server.tls();
   lo.timeout_client_server = "1m";
   lo.timeout_tunnel = "5m";
   lo.stats_port = stats_port;
   lo.frontend_port = fe_port;
-  for (const auto& n : nodes) lo.servers.push_back({n.name, n.api_port, n.api_port});
+  for (const auto& n : nodes)
+    lo.servers.push_back({n.name, n.api_port, check_shim ? n.shim_port : n.api_port});
   e2e::haproxy lb(s.haproxy, out, lo);
   auto all_up = [&] {
     try {
@@ -625,16 +648,21 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
   std::vector<node_agent> agents;
   for (const auto policy : {agent_policy::naive, agent_policy::retry}) {
     for (unsigned i = 0; i < kNodes; ++i) {
-      auto a = place_agent(s, fe_port, node_name(i), policy, node_name((i + 1) % kNodes));
+      auto a = place_agent(s, server, fe_port, node_name(i), policy, node_name((i + 1) % kNodes));
       if (!a) return fail("could not place " + node_name(i) + "'s agent on the next node");
       agents.push_back(std::move(*a));
     }
   }
+  std::vector<std::string> names;
+  for (const auto& n : nodes) names.push_back(n.name);
+  std::optional<e2e::client_go_agents> go_agents;
+  if (server.real) go_agents.emplace(server, s.realapi_dir / "nodeagent", out, fe_port, names);
   e2e::load_options so;
   so.port = fe_port;
   so.rate = s.rate;
   so.timeout = std::chrono::milliseconds(std::llround(s.request_timeout_s * 1000));
-  so.tls = s.production;
+  so.client_go_retry_after = retry_after(s);
+  e2e::set_client_auth(server, so);
   e2e::load_client sampler(so);
   e2e::sleep_s(s.lead_s);
 
@@ -663,7 +691,7 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
     if (!wait_until([&] { return event_at(n.events, "BOOTED", gone).has_value(); }, reboot_bound))
       return fail(n.name + " did not boot again");
     const std::uint16_t ready_port = shim ? n.shim_port : n.api_port;
-    if (!s.production || shim) {
+    if (!server.tls() || shim) {
       if (!wait_until([&] { return e2e::ready_200(ready_port); }, 60s, 20ms))
         return fail(n.name + " did not become ready again");
       r.ready = sandbox::monotonic_us();
@@ -685,6 +713,10 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
   e2e::sleep_s(s.tail_s);
   sampler.stop();
   for (auto& a : agents) a.client->stop();
+  if (go_agents) {
+    go_agents->stop();
+    res.go_agents = go_agents->verdicts();
+  }
   lb.stop();
 
   res.sampler = sampler.records();
@@ -717,27 +749,45 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
 // --- reports ------------------------------------------------------------------------------------
 
 std::string settings_line(const settings& s) {
+  const std::string check =
+      kubeadm(s)
+          ? "`option httpchk GET /readyz` against the shim's port (the apiserver's own, over "
+            "TLS where it serves TLS, without a shim)"
+          : fmt::format(
+                "`option httpchk GET /readyz HTTP/1.0` against the apiserver's own "
+                "port{}",
+                s.production || s.real_server ? " over TLS (check-ssl verify none)" : "");
   return fmt::format(
-      "Three nodes rebooted in turn behind HAProxy (mode tcp, `option httpchk GET /readyz "
-      "HTTP/1.0` against the apiserver's own port{}, inter {} fall {} rise {}, retries 3 without "
-      "redispatch, timeouts client/server 1m, tunnel 5m); drain and apiserver shutdown delay {} s; "
+      "Settings {}; kube-apiserver: {}. Three nodes rebooted in turn behind HAProxy (mode tcp, {}, "
+      "inter {} fall {} rise {}, retries 3 without "
+      "redispatch, timeouts client/server 1m, tunnel 5m); drain {} s, apiserver shutdown delay {} s"
+      "{}; "
       "a node is gone for {} s at each reboot; the sampler at {} req/s on new connections and on "
       "each of two kept-alive ones; per node a naive agent and one that retries (Degraded after "
-      "{} s of errors), each PATCHing every {} ms on a kept-alive connection; {} ms per answer{}",
-      s.production ? " over TLS (check-ssl verify none)" : "", s.inter, s.fall, s.rise, s.drain_s,
+      "{} s of errors), each PATCHing every {} ms on a kept-alive connection; {}{}",
+      s.setup,
+      s.real_server ? "realapi (k8s.io/apiserver 0.36.4) over TLS, clients with a bearer token, "
+                      "and per node a naive and a retrying client-go agent (HTTP/2, a PATCH every "
+                      "second) through the LB"
+                    : "the stand-in (tests/sandbox/fake_apiserver)",
+      check, s.inter, s.fall, s.rise, s.drain_s, apiserver_delay_s(s),
+      retry_after(s) ? " with --shutdown-send-retry-after (clients wait out Retry-After)" : "",
       s.boot_s, s.rate, s.degraded_after_s, std::llround(s.agent_period_s * 1000),
-      std::llround(s.request_time_s * 1000), s.production ? "; clients over TLS" : "");
+      s.real_server ? std::string("realapi answers at once")
+                    : fmt::format("{} ms per answer", std::llround(s.request_time_s * 1000)),
+      s.production || s.real_server ? "; clients over TLS" : "");
 }
 
 std::string table(const settings& s, const std::vector<upgrade_result>& results) {
   std::string t = settings_line(s) + "\n\n";
   t += "| variant | requests | failed | failed by kind | agent errors (naive / retry) | "
        "longest agent error run (s, naive / retry) | Degraded transitions (naive / retry) | total "
-       "upgrade time (s) | time out of the LB per node (s) |\n";
-  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- |\n";
+       "upgrade time (s) | time out of the LB per node (s) | client-go agents failed / Degraded, "
+       "naive | retrying |\n";
+  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n";
   for (const auto& r : results) {
     if (!r.problems.empty()) {
-      t += fmt::format("| {} | - | - | RUN FAILED: {} | - | - | - | - | - |\n", r.variant,
+      t += fmt::format("| {} | - | - | RUN FAILED: {} | - | - | - | - | - | - | - |\n", r.variant,
                        r.problems.front());
       continue;
     }
@@ -745,13 +795,14 @@ std::string table(const settings& s, const std::vector<upgrade_result>& results)
     for (const auto& n : r.nodes)
       out += fmt::format("{}{} {:.1f}", out.empty() ? "" : ", ", n.name, n.out_of_lb_s());
     const auto upgrade = r.upgrade_s();
-    t += fmt::format("| {} | {} | {} | {} | {} / {} | {:.1f} / {:.1f} | {} / {} | {} | {} |\n",
-                     r.variant, r.sampler.size(), r.failed(), e2e::failed_by_kind_text(r.sampler),
-                     r.agent_errors(agent_policy::naive), r.agent_errors(agent_policy::retry),
-                     r.longest_error_run_s(agent_policy::naive),
-                     r.longest_error_run_s(agent_policy::retry), r.degraded(agent_policy::naive),
-                     r.degraded(agent_policy::retry),
-                     upgrade ? fmt::format("{:.1f}", *upgrade) : "-", out);
+    t += fmt::format(
+        "| {} | {} | {} | {} | {} / {} | {:.1f} / {:.1f} | {} / {} | {} | {} | {} | {} |\n",
+        r.variant, r.sampler.size(), r.failed(), e2e::failed_by_kind_text(r.sampler),
+        r.agent_errors(agent_policy::naive), r.agent_errors(agent_policy::retry),
+        r.longest_error_run_s(agent_policy::naive), r.longest_error_run_s(agent_policy::retry),
+        r.degraded(agent_policy::naive), r.degraded(agent_policy::retry),
+        upgrade ? fmt::format("{:.1f}", *upgrade) : "-", out,
+        e2e::go_agents_text(r.go_agents, "naive"), e2e::go_agents_text(r.go_agents, "retry"));
   }
   return t;
 }
@@ -835,7 +886,7 @@ std::string gnuplot_script(const std::vector<upgrade_result>& results) {
 }
 
 // With the shim nothing may fail; the baseline must fail, or the test could not tell.
-bool check(const upgrade_result& r) {
+bool check(const settings& s, const upgrade_result& r) {
   bool ok = true;
   auto fail = [&](const std::string& why) {
     fmt::print("FAIL rolling-upgrade {}: {}\n", r.variant, why);
@@ -849,10 +900,27 @@ bool check(const upgrade_result& r) {
         fail(fmt::format("{} agent errors and {} Degraded transitions of the {} agents (want 0)",
                          r.agent_errors(p), r.degraded(p), to_string(p)));
     }
+    // Against realapi, client-go's agents as well.
+    if (s.real_server) {
+      for (const std::string p : {"naive", "retry"}) {
+        if (e2e::go_agents_text(r.go_agents, p) == "-")
+          fail("the " + p + " client-go agents sent nothing: the test cannot tell");
+      }
+      const auto go_failed = e2e::go_agents_failed(r.go_agents);
+      const auto go_degraded = e2e::go_agents_degraded(r.go_agents, "naive");
+      if (go_failed || go_degraded)
+        fail(
+            fmt::format("the client-go agents had {} failed requests and {} naive Degraded "
+                        "transitions (want 0)",
+                        go_failed, go_degraded));
+    }
   } else {
     if (!r.failed()) fail("no failed request without the shim: the test cannot tell");
     if (!r.degraded(agent_policy::naive))
       fail("no naive agent went Degraded without the shim: the test cannot tell");
+    // A node gone under them: the naive client-go agents kept alive on it go Degraded too.
+    if (s.real_server && !e2e::go_agents_degraded(r.go_agents, "naive"))
+      fail("no naive client-go agent went Degraded without the shim: the test cannot tell");
   }
   return ok;
 }
@@ -907,6 +975,11 @@ int main(int argc, char** argv) {
         r.sampler.size(), r.failed(), r.agent_errors(agent_policy::naive),
         r.agent_errors(agent_policy::retry), r.degraded(agent_policy::naive),
         r.degraded(agent_policy::retry));
+    if (!r.go_agents.empty()) {
+      fmt::print("  client-go agents (failed of requests / Degraded): naive {}, retrying {}\n",
+                 e2e::go_agents_text(r.go_agents, "naive"),
+                 e2e::go_agents_text(r.go_agents, "retry"));
+    }
     const fs::path out = s.out_dir / variant;
     e2e::write_records_csv(out / "requests.csv", r.sampler, r.t0_us);
     std::uint64_t end_us = r.t0_us;
@@ -925,7 +998,7 @@ int main(int argc, char** argv) {
                  r.problems.front());
       ok = false;
     } else if (s.check) {
-      ok = check(r) && ok;
+      ok = check(s, r) && ok;
     } else {
       for (const auto& v : r.order_violations) {
         fmt::print("FAIL rolling-upgrade {}: {}\n", r.variant, v);

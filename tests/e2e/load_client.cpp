@@ -79,6 +79,7 @@ http::request<http::string_body> make_request(const load_options& o, bool keep_a
   req.set(http::field::host, "kubernetes.default");
   req.set(http::field::user_agent, "shutdown-shim-e2e-load");
   if (!o.content_type.empty()) req.set(http::field::content_type, o.content_type);
+  if (!o.bearer_token.empty()) req.set(http::field::authorization, "Bearer " + o.bearer_token);
   if (!o.body.empty()) req.body() = o.body;
   req.keep_alive(keep_alive);
   req.prepare_payload();

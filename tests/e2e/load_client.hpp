@@ -43,6 +43,9 @@ struct load_options {
   // TLS to the apiserver, passed through by the load balancer (mode tcp); the server's
   // certificate is not verified (what is measured is disruption, not trust).
   bool tls = false;
+  // Sent as `Authorization: Bearer` when set: realapi authorizes anonymous clients for /readyz and
+  // /version only, and a kept-alive client must be authenticated to keep its connection.
+  std::string bearer_token{};
   // When the keep-alive stream's next request goes, from the outcome of the last one: that long
   // after it ended. Empty: at the next slot of `rate`. A node agent's retry policy.
   std::function<std::chrono::microseconds(const request_record&)> pause_after{};
