@@ -44,6 +44,18 @@ client_go_agents::client_go_agents(const api_server& server, const std::filesyst
   }
 }
 
+bool client_go_agents::wait_sending(std::chrono::milliseconds timeout) const {
+  return wait_until(
+      [&] {
+        return std::all_of(agents_.begin(), agents_.end(), [](const agent& a) {
+          std::ifstream csv(a.csv);
+          std::string header, row;
+          return std::getline(csv, header) && std::getline(csv, row);
+        });
+      },
+      timeout, std::chrono::milliseconds(50));
+}
+
 void client_go_agents::stop() {
   for (auto& a : agents_) {
     if (a.process.started() && a.process.running()) a.process.signal(SIGTERM);

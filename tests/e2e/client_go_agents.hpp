@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -30,6 +31,9 @@ class client_go_agents {
   client_go_agents(const api_server& server, const std::filesystem::path& nodeagent,
                    const std::filesystem::path& dir, std::uint16_t fe_port,
                    const std::vector<std::string>& nodes);
+  // Every agent has a request recorded, so its kept-alive connection is open: until then an
+  // agent's dial moves the load balancer's round robin under connections placed by it.
+  bool wait_sending(std::chrono::milliseconds timeout) const;
   void stop();
   // After stop(): one per agent, in the order started.
   std::vector<go_agent_verdict> verdicts() const;

@@ -1073,6 +1073,8 @@ scenario_result run_scenario(const settings& s, const e2e::api_server& server,
   if (server.real) {
     go_agents.emplace(server, s.realapi_dir / "nodeagent", out, fe_port,
                       std::vector<std::string>{"node-a", "node-b"});
+    // Before the clients whose connections round robin places, one on each node.
+    if (!go_agents->wait_sending(30s)) return fail("the client-go agents did not start sending");
   }
   std::optional<e2e::load_client> slow;
   if (is_openshift_scenario(name)) {

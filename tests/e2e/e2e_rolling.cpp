@@ -656,7 +656,11 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
   std::vector<std::string> names;
   for (const auto& n : nodes) names.push_back(n.name);
   std::optional<e2e::client_go_agents> go_agents;
-  if (server.real) go_agents.emplace(server, s.realapi_dir / "nodeagent", out, fe_port, names);
+  if (server.real) {
+    go_agents.emplace(server, s.realapi_dir / "nodeagent", out, fe_port, names);
+    // Before the sampler, whose two kept-alive connections round robin places on two nodes.
+    if (!go_agents->wait_sending(30s)) return fail("the client-go agents did not start sending");
+  }
   e2e::load_options so;
   so.port = fe_port;
   so.rate = s.rate;
