@@ -35,8 +35,9 @@
 // Retry-After as client-go does. --server=real --realapi-dir=DIR (issue 33): kube-apiserver is
 // tests/realapi's realapi over TLS with a bearer token, and per node a naive and a retrying
 // client-go agent write their node through the LB beside the others; --check then wants of them
-// what it wants of the stand-in agents (none failed, no naive one Degraded with the shim; a naive
-// one Degraded without it).
+// what it wants of the stand-in agents on the stand-in (none failed, no naive one Degraded with
+// the shim; a naive one Degraded without it), and of the stand-in agents, whose HTTP/1.1 PATCH
+// can race realapi's close of idle connections (see check()), a naive one Degraded without it.
 //
 // Exit status: 0 the upgrade ran (and, with --check, met the criteria), 1 otherwise, 2 usage,
 // 77 cannot run here (not root, no haproxy) unless CI=true.
@@ -899,12 +900,15 @@ bool check(const settings& s, const upgrade_result& r) {
   for (const auto& v : r.order_violations) fail(v);
   if (r.variant == "shim") {
     if (r.failed()) fail(fmt::format("{} failed requests with the shim (want 0)", r.failed()));
+    // The stand-in agents PATCH over HTTP/1.1. Against realapi a PATCH written as its shutdown
+    // closes the idle kept-alive connection is lost (an eof, not sent again, as by Go's
+    // transport): measured once in 7 runs with kubeadm's delay 0, no shim can prevent it. There
+    // client-go's agents are judged instead: over HTTP/2 the GOAWAY tells them what was served.
     for (const auto p : {agent_policy::naive, agent_policy::retry}) {
-      if (r.agent_errors(p) || r.degraded(p))
+      if (!s.real_server && (r.agent_errors(p) || r.degraded(p)))
         fail(fmt::format("{} agent errors and {} Degraded transitions of the {} agents (want 0)",
                          r.agent_errors(p), r.degraded(p), to_string(p)));
     }
-    // Against realapi, client-go's agents as well.
     if (s.real_server) {
       for (const std::string p : {"naive", "retry"}) {
         if (e2e::go_agents_text(r.go_agents, p) == "-")
