@@ -103,8 +103,9 @@ struct api_server {
   // The token clients send: realapi's, none for the stand-in (it authenticates nobody).
   std::string token() const { return real ? std::string(kRealapiToken) : std::string(); }
 };
-// The server the settings ask for (the stand-in's binary from the sandbox's tools), with the TLS
-// files in pki_dir (made there by sandbox::test_pki when empty; realapi always serves TLS).
+// The server the settings ask for (the stand-in's binary from the sandbox's tools), with TLS files
+// made by sandbox::test_pki in pki_dir; an empty pki_dir: plain HTTP, which only the stand-in
+// serves (realapi serves TLS only).
 api_server make_api_server(const common_settings& s, const std::string& fake_apiserver,
                            const std::filesystem::path& pki_dir);
 // The same server in a node's child process: the flags that carry it, and their parser (false when
