@@ -23,8 +23,7 @@ std::string whole_seconds(std::chrono::nanoseconds d) {
 }  // namespace
 
 bool signal_plan::set_apiserver(const result<apiserver_shutdown>& read, const std::string& source) {
-  const std::optional<apiserver_shutdown> known =
-      read ? std::optional(read.value()) : std::nullopt;
+  const std::optional<apiserver_shutdown> known = read ? std::optional(read.value()) : std::nullopt;
   const std::string unknown = read ? std::string() : read.error();
   const bool changed = known != apiserver_ || unknown != unknown_;
   apiserver_ = known;

@@ -497,15 +497,14 @@ TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
                                      "2000000000"));
   EXPECT_THAT(o.summary(), HasSubstr("{priority: 2000000000, shutdownGracePeriodSeconds: 135} and "
                                      "{priority: 2000001000, shutdownGracePeriodSeconds: 150}"));
-  EXPECT_THAT(o.fields(), testing::Contains(log_fields::value_type(
-                              "kubelet_stops_etcd_with_apiserver", "true")));
+  EXPECT_THAT(o.fields(), testing::Contains(
+                              log_fields::value_type("kubelet_stops_etcd_with_apiserver", "true")));
 
   // Its fix applied: kube-apiserver in a group of its own before etcd's.
   kubelet_outlook fixed(mode(false));
-  fixed.set_files(
-      config_read::success(groups({{0, 30}, {2000000000, 135}, {2000001000, 150}})),
-      manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)), std::nullopt,
-      kubeadm_pod("etcd"));
+  fixed.set_files(config_read::success(groups({{0, 30}, {2000000000, 135}, {2000001000, 150}})),
+                  manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)), std::nullopt,
+                  kubeadm_pod("etcd"));
   fixed.set_lock(812);
   EXPECT_EQ(fixed.stops_etcd_with_apiserver(), false);
   EXPECT_THAT(fixed.summary(), testing::Not(HasSubstr("etcd")));
@@ -525,10 +524,9 @@ TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
   EXPECT_THAT(e2e.summary(), HasSubstr("{priority: 2000000000, shutdownGracePeriodSeconds: 30} and "
                                        "{priority: 2000001000, shutdownGracePeriodSeconds: 30}"));
   kubelet_outlook e2e_fixed(short_hold);
-  e2e_fixed.set_files(
-      config_read::success(groups({{0, 3}, {2000000000, 30}, {2000001000, 30}})),
-      manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)), std::nullopt,
-      kubeadm_pod("etcd"));
+  e2e_fixed.set_files(config_read::success(groups({{0, 3}, {2000000000, 30}, {2000001000, 30}})),
+                      manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)),
+                      std::nullopt, kubeadm_pod("etcd"));
   e2e_fixed.set_lock(812);
   EXPECT_EQ(e2e_fixed.stops_etcd_with_apiserver(), false);
   EXPECT_FALSE(e2e_fixed.cuts_drain()) << e2e_fixed.summary();
@@ -581,9 +579,7 @@ struct watched_kubelet {
             .uid = 0,
             .pid = static_cast<std::uint32_t>(pid)};
   }
-  logind_inhibitor::listed_lock own() const {
-    return lock("shutdown-shim", "drain", ::getpid());
-  }
+  logind_inhibitor::listed_lock own() const { return lock("shutdown-shim", "drain", ::getpid()); }
   logind_inhibitor::listed_lock kubelet() const {
     return lock(std::string(kKubeletInhibitWho), std::string(kKubeletInhibitWhy), process->pid());
   }
