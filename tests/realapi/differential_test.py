@@ -32,7 +32,7 @@ import threading
 import time
 import traceback
 
-from smoke_test import build_bin_dir, read_lines, wait_for
+from smoke_test import ServerProcess, build_bin_dir, wait_for
 
 TOKEN = "differential-token"
 # What the stand-in does not model, so that no case compares it (tests/sandbox/README.md).
@@ -58,41 +58,21 @@ KNOWN_GAPS = [
 ]
 
 
-class Server:
+class Server(ServerProcess):
     """One server, real or stand-in, with its files in its own directory under work."""
 
     def __init__(self, kind, paths, work, case, delay_s=0, retry_after=False, startup_wait_s=0):
         self.kind = kind
-        self.dir = os.path.join(work, case, kind)
-        os.makedirs(self.dir)
-        self.path = {k: os.path.join(self.dir, k) for k in ("port", "pid", "signals", "lifecycle")}
-        argv = [paths[kind], "--listen=127.0.0.1:0", f"--port-file={self.path['port']}",
-                f"--pidfile={self.path['pid']}", f"--signal-log={self.path['signals']}",
-                f"--lifecycle-log={self.path['lifecycle']}", f"--name={kind}",
-                f"--tls-cert-file={paths['cert']}", f"--tls-private-key-file={paths['key']}",
-                f"--shutdown-delay-duration={delay_s}s"]
+        flags = ["--listen=127.0.0.1:0", f"--tls-cert-file={paths['cert']}",
+                 f"--tls-private-key-file={paths['key']}", f"--shutdown-delay-duration={delay_s}s"]
         if retry_after:
-            argv.append("--shutdown-send-retry-after")
+            flags.append("--shutdown-send-retry-after")
         if kind == "real":
-            argv += [f"--token={TOKEN}", f"--startup-wait={startup_wait_s}s"]
+            flags += [f"--token={TOKEN}", f"--startup-wait={startup_wait_s}s"]
         else:
-            argv += [f"--token-file={paths['token']}", f"--startup-ready-delay={startup_wait_s}s"]
-        self.stderr = open(os.path.join(self.dir, "stderr"), "w")
-        self.proc = subprocess.Popen(argv, stdout=self.stderr, stderr=self.stderr)
+            flags += [f"--token-file={paths['token']}", f"--startup-ready-delay={startup_wait_s}s"]
+        super().__init__(os.path.join(work, case, kind), kind, paths[kind], *flags)
         self.tls = ssl.create_default_context(cafile=paths["cert"])
-        self.port = int(wait_for(f"the {kind} server's port file", self._port))
-
-    def _port(self):
-        if self.proc.poll() is not None:
-            raise AssertionError(f"{self.kind} exited {self.proc.returncode} before listening")
-        try:
-            with open(self.path["port"]) as f:
-                return f.read().strip()
-        except FileNotFoundError:
-            return None
-
-    def events(self):
-        return [words[0] for words in read_lines(self.path["lifecycle"])]
 
     def wait_event(self, word, timeout=60):
         wait_for(f"{word} in the {self.kind} server's lifecycle log",
@@ -103,18 +83,6 @@ class Server:
         conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.tls, timeout=30)
         conn.connect()
         return conn
-
-    def signal(self):
-        self.proc.send_signal(signal.SIGTERM)
-
-    def exit_code(self, timeout=90):
-        return self.proc.wait(timeout=timeout)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
 
 
 def answer_words(resp, with_close=True):
@@ -236,8 +204,8 @@ def case_startup(server, rec):
     ready(server, rec)
     for path in ("/livez", "/healthz", "/version"):
         rec(f"new connection {path}", on_new_connection(server, path))
-    server.signal()
-    rec("exit code", str(server.exit_code()))
+    server.sigterm()
+    rec("exit code", str(server.wait(timeout=90)))
 
 
 def case_startup_wait(server, rec):
@@ -249,16 +217,16 @@ def case_startup_wait(server, rec):
     ready(server, rec)
     for path in ("/livez", "/healthz"):
         rec(f"hooks done: new connection {path}", on_new_connection(server, path))
-    server.signal()
-    rec("exit code", str(server.exit_code()))
+    server.sigterm()
+    rec("exit code", str(server.wait(timeout=90)))
 
 
 def case_sigterm_while_starting(server, rec):
     """A SIGTERM while the post-start hooks still run (delay 0)."""
     server.wait_event("LISTENING")
     rec("hooks running: new connection /readyz", on_new_connection(server, "/readyz"))
-    server.signal()
-    rec("exit code", str(server.exit_code()))
+    server.sigterm()
+    rec("exit code", str(server.wait(timeout=90)))
     rec("after the exit: new connection /readyz", on_new_connection(server, "/readyz"))
 
 
@@ -274,7 +242,7 @@ def shutdown(server, rec, delay_s, retry_after, hold_s):
     # A round trip after the held request was sent: it has reached the server by now.
     rec("kept-alive connection /version, the held request sent",
         on_connection(kept, "/version"))
-    server.signal()
+    server.sigterm()
     server.wait_event("UNREADY")
     opened = []
     if delay_s > 0:
@@ -303,7 +271,7 @@ def shutdown(server, rec, delay_s, retry_after, hold_s):
             str(closed_by_server(kept, 10)))
         rec("held request", held.words())
     rec("held request's connection closed by the server", str(closed_by_server(held.conn, 10)))
-    rec("exit code", str(server.exit_code()))
+    rec("exit code", str(server.wait(timeout=90)))
     rec("after the exit: new connection /readyz", on_new_connection(server, "/readyz"))
     for conn in [kept, held.conn] + opened:
         conn.close()
@@ -317,11 +285,11 @@ def case_second_sigterm(server, rec):
     held = Held(server, 60)
     rec("kept-alive connection /version, the held request sent",
         on_connection(kept, "/version"))
-    server.signal()
+    server.sigterm()
     server.wait_event("UNREADY")
     rec("in the delay: new connection /readyz", on_new_connection(server, "/readyz"))
-    server.signal()
-    rec("exit code", str(server.exit_code(timeout=30)))  # far less than the 60 s delay
+    server.sigterm()
+    rec("exit code", str(server.wait(timeout=30)))  # far less than the 60 s delay
     rec("held request", held.words())
     rec("kept-alive connection closed by the server", str(closed_by_server(kept, 10)))
     rec("after the exit: new connection /readyz", on_new_connection(server, "/readyz"))

@@ -74,25 +74,22 @@ def read_lines(path):
         return []
 
 
-class Server:
-    """One realapi process with its files in its own directory."""
+class ServerProcess:
+    """A server (realapi or the stand-in, which take the same flags for these) started with its
+    port file, pidfile, signal and lifecycle logs and stderr in its own directory."""
 
-    def __init__(self, bin_dir, work, name, *flags, port=0, cert_dir=None):
-        self.dir = os.path.join(work, name)
+    def __init__(self, directory, name, program, *flags):
+        self.dir = directory
         os.makedirs(self.dir, exist_ok=True)
         self.name = name
-        self.cert_dir = cert_dir or os.path.join(self.dir, "certs")
         self.path = {k: os.path.join(self.dir, k) for k in ("port", "pid", "signals", "lifecycle")}
-        argv = [os.path.join(bin_dir, "realapi"), f"--listen=127.0.0.1:{port}",
-                f"--port-file={self.path['port']}", f"--pidfile={self.path['pid']}",
+        argv = [program, f"--port-file={self.path['port']}", f"--pidfile={self.path['pid']}",
                 f"--signal-log={self.path['signals']}",
-                f"--lifecycle-log={self.path['lifecycle']}", f"--name={name}",
-                f"--token={TOKEN}", f"--cert-dir={self.cert_dir}", *flags]
+                f"--lifecycle-log={self.path['lifecycle']}", f"--name={name}", *flags]
         self.stderr = open(os.path.join(self.dir, "stderr"), "w")
         self.started_us = monotonic_us()
         self.proc = subprocess.Popen(argv, stdout=self.stderr, stderr=self.stderr)
         self.port = int(wait_for(f"{name}'s port file", self._port))
-        self.tls = ssl.create_default_context(cafile=os.path.join(self.cert_dir, "apiserver.crt"))
 
     def _port(self):
         if self.proc.poll() is not None:
@@ -102,6 +99,36 @@ class Server:
                 return f.read().strip()
         except FileNotFoundError:
             return None
+
+    def lifecycle(self):
+        return read_lines(self.path["lifecycle"])
+
+    def events(self):
+        return [words[0] for words in self.lifecycle()]
+
+    def sigterm(self):
+        self.proc.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout=120):
+        return self.proc.wait(timeout=timeout)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+class Server(ServerProcess):
+    """One realapi process with its files in its own directory."""
+
+    def __init__(self, bin_dir, work, name, *flags, port=0, cert_dir=None):
+        directory = os.path.join(work, name)
+        self.cert_dir = cert_dir or os.path.join(directory, "certs")
+        super().__init__(directory, name, os.path.join(bin_dir, "realapi"),
+                         f"--listen=127.0.0.1:{port}", f"--token={TOKEN}",
+                         f"--cert-dir={self.cert_dir}", *flags)
+        self.tls = ssl.create_default_context(cafile=os.path.join(self.cert_dir, "apiserver.crt"))
 
     def send(self, path, method="GET", token=True, body=None, content_type=None):
         """A new connection (HTTP/1.1) with the request sent on it."""
@@ -125,29 +152,11 @@ class Server:
         finally:
             conn.close()
 
-    def lifecycle(self):
-        return read_lines(self.path["lifecycle"])
-
-    def events(self):
-        return [words[0] for words in self.lifecycle()]
-
     def event_us(self, word):
         return next((int(w[1]) for w in self.lifecycle() if w[0] == word), None)
 
     def signals(self):
         return [words[0] for words in read_lines(self.path["signals"])]
-
-    def sigterm(self):
-        self.proc.send_signal(signal.SIGTERM)
-
-    def wait(self, timeout=120):
-        return self.proc.wait(timeout=timeout)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
 
 
 class Agent:
