@@ -12,10 +12,10 @@
 #include "config/config.hpp"
 #include "config/subcommand.hpp"
 #include "control/control_commands.hpp"
+#include "daemon/shutdown_shim.hpp"
 #include "log/event_log.hpp"
 #include "process/target.hpp"
 #include "report/shutdown_report.hpp"
-#include "shutdown_shim.hpp"
 #include "util/boot_id.hpp"
 #include "util/build_version.hpp"
 

@@ -64,7 +64,6 @@ inline constexpr std::chrono::hours kMaxFlagDuration{24};
 // Where the record of signalled processes and the control socket are: --state-dir, else systemd's
 // RuntimeDirectory= (the first, if it lists several), else kDefaultStateDir.
 std::string state_directory(const config& cfg);
-inline constexpr std::string_view kControlSocketName = "control.sock";
 
 // Parses argv (without argv[0]). Throws usage_error.
 config parse_flags(std::span<const std::string_view> args);

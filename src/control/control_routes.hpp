@@ -39,6 +39,9 @@ struct control_handlers {
   std::function<control_reply(bool json)> stop_drill;
 };
 
+// The socket's name in the state directory.
+inline constexpr std::string_view kControlSocketName = "control.sock";
+
 // The longest drill: an hour out of the load balancer is a typo, not a rehearsal of a drain.
 inline constexpr std::chrono::hours kMaxDrill{1};
 inline constexpr unsigned kMaxLbFall = 100;

@@ -53,7 +53,7 @@ void kubelet_watch::locks_listed(const std::vector<logind_inhibitor::listed_lock
     } else {
       process_.reset();
       // First: if the hold counted on kubelet's signal, the shim's may be due at once.
-      on_.gone();
+      on_.kubelet_gone();
     }
   }
   said();
@@ -81,7 +81,7 @@ void kubelet_watch::on_process_exit() {
   // With its lock listed, logind's next list says it went; running on without it, it is gone now.
   if (!outlook_.lockless_pid()) return;
   outlook_.set_lockless(std::nullopt);
-  on_.gone();
+  on_.kubelet_gone();
   said();
 }
 
@@ -98,7 +98,7 @@ void kubelet_watch::said() {
   } else {
     log_.notice(outlook_.headline());
   }
-  on_.changed();
+  on_.kubelet_changed();
 }
 
 }  // namespace shim

@@ -4,12 +4,12 @@
 
 #include <boost/asio/io_context.hpp>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
+#include "kubelet/kubelet_events.hpp"
 #include "kubelet/kubelet_outlook.hpp"
 #include "log/logger.hpp"
 #include "logind/logind_inhibitor.hpp"
@@ -34,16 +34,9 @@ namespace shim {
 // lock went and the process is gone too, or cannot be watched.
 class kubelet_watch {
  public:
-  struct handlers {
-    // The kubelet that held the lock will not act on this shutdown any more (a new one, if any,
-    // took no lock while the shutdown ran, and runs without graceful node shutdown).
-    std::function<void()> gone;
-    std::function<void()> changed;  // the outlook changed what it says
-  };
-
   kubelet_watch(boost::asio::io_context& io, const config& cfg, logger& log,
-                kubelet_outlook& outlook, handlers on)
-      : cfg_(cfg), log_(log), outlook_(outlook), on_(std::move(on)), watcher_(io) {}
+                kubelet_outlook& outlook, kubelet_events& on)
+      : cfg_(cfg), log_(log), outlook_(outlook), on_(on), watcher_(io) {}
 
   // With --kubelet-config or --static-pod-manifest, reads them now; without, there is nothing to
   // read until kubelet's lock shows. What the outlook is, is logged once logind's locks are first
@@ -63,7 +56,7 @@ class kubelet_watch {
   const config& cfg_;
   logger& log_;
   kubelet_outlook& outlook_;
-  handlers on_;
+  kubelet_events& on_;
   exit_watcher watcher_;
   bool listed_ = false;
   // The kubelet process that held the lock, while it runs (watched through its pidfd).

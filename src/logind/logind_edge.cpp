@@ -7,8 +7,8 @@
 namespace shim {
 
 logind_edge::logind_edge(boost::asio::io_context& io, const config& cfg, logger& log,
-                         event_recorder& events, logind_row& row, handlers on)
-    : io_(io), cfg_(cfg), log_(log), events_(events), row_(row), on_(std::move(on)) {}
+                         event_recorder& events, logind_row& row, logind_events& on)
+    : io_(io), cfg_(cfg), log_(log), events_(events), row_(row), on_(on) {}
 
 void logind_edge::start() {
   const auto why = fmt::format(
@@ -17,13 +17,16 @@ void logind_edge::start() {
   inhibitor_ = std::make_unique<logind_inhibitor>(
       io_, log_, why,
       logind_inhibitor::handlers{
-          .prepare_for_shutdown = on_.prepare_for_shutdown,
-          .preparing_read = on_.preparing_read,
+          .prepare_for_shutdown =
+              [this](bool active, const std::string& cause) {
+                on_.prepare_for_shutdown(active, cause);
+              },
+          .preparing_read = [this](bool preparing) { on_.preparing_read(preparing); },
           .lock_changed = [this](logind_inhibitor::lock_state state,
                                  const std::string& detail) { on_lock_changed(state, detail); },
           .first_attempt_done = [this](const result<>& outcome) { on_first_attempt(outcome); },
           .inhibit_delay_read = [this](std::uint64_t usec) { on_inhibit_delay(usec); },
-          .delay_locks_listed = on_.delay_locks_listed,
+          .delay_locks_listed = [this](const auto& locks) { on_.delay_locks_listed(locks); },
       });
   manager_ = std::make_unique<systemd_manager>(io_);
   if (cfg_.ensure_inhibit_delay != ensure_mode::off) {
@@ -38,7 +41,7 @@ void logind_edge::start() {
                       [this, done = std::move(done)](const result<std::uint64_t>& usec) {
                         if (usec) {
                           row_.delay_max_usec = usec.value();
-                          on_.changed();
+                          on_.row_changed();
                         }
                         done(usec);
                       });
@@ -48,7 +51,7 @@ void logind_edge::start() {
             .progress =
                 [this](const std::string& text) {
                   row_.delay_ensure = text;
-                  on_.changed();
+                  on_.row_changed();
                 },
             .finished =
                 [this](const result<>& outcome) {
@@ -114,7 +117,7 @@ void logind_edge::on_lock_changed(logind_inhibitor::lock_state state, const std:
       break;
   }
   row_.inhibitor_detail = detail;
-  on_.changed();
+  on_.row_changed();
 }
 
 void logind_edge::on_first_attempt(const result<>& outcome) {
@@ -131,7 +134,7 @@ void logind_edge::on_inhibit_delay(std::uint64_t usec) {
   if (auto warning = row_.delay_warning(cfg_.drain_delay + cfg_.exit_timeout)) {
     log_.warning(*warning, {{"InhibitDelayMaxUSec", std::to_string(usec)}});
   }
-  on_.changed();
+  on_.row_changed();
   if (ensurer_) ensurer_->start(usec);
 }
 

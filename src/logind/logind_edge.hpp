@@ -12,6 +12,7 @@
 #include "log/logger.hpp"
 #include "logind/bus_link.hpp"
 #include "logind/inhibit_delay_ensurer.hpp"
+#include "logind/logind_events.hpp"
 #include "logind/logind_inhibitor.hpp"
 #include "logind/logind_row.hpp"
 #include "logind/systemd_manager.hpp"
@@ -22,23 +23,11 @@ namespace shim {
 // The system bus edge: the connection and its loss (bus_link), logind's delay lock and signals
 // (logind_inhibitor), PID 1's manager (systemd_manager) and --ensure-inhibit-delay
 // (inhibit_delay_ensurer). It writes its rows of the status table (logind_row) and
-// reports what the state machine must hear through its handlers. Absent with --inhibit=off.
+// reports what the state machine must hear through logind_events. Absent with --inhibit=off.
 class logind_edge {
  public:
-  struct handlers {
-    std::function<void(bool active, const std::string& cause)> prepare_for_shutdown;
-    // PreparingForShutdown as read after each (re)connect.
-    std::function<void(bool preparing)> preparing_read;
-    // Once: the first attempt to take the lock is over (held, or why not).
-    std::function<void(const result<>& outcome)> first_attempt_done;
-    std::function<void(const std::vector<logind_inhibitor::listed_lock>& locks)> delay_locks_listed;
-    // --ensure-inhibit-delay=required could not raise logind's delay.
-    std::function<void(const std::string& error)> ensure_failed;
-    std::function<void()> changed;  // a row changed
-  };
-
   logind_edge(boost::asio::io_context& io, const config& cfg, logger& log, event_recorder& events,
-              logind_row& row, handlers on);
+              logind_row& row, logind_events& on);
   logind_edge(const logind_edge&) = delete;
   logind_edge& operator=(const logind_edge&) = delete;
 
@@ -61,7 +50,7 @@ class logind_edge {
   logger& log_;
   event_recorder& events_;
   logind_row& row_;
-  handlers on_;
+  logind_events& on_;
 
   // Made by start(), in this order, so that the connection outlives what was connected to it.
   std::unique_ptr<bus_link> bus_;

@@ -58,14 +58,14 @@ std::string describe_target(const target_spec& t) {
 
 target_watch::target_watch(boost::asio::io_context& io, const config& cfg, logger& log,
                            event_recorder& events, shim_status& status,
-                           const shutdown_sequence& sequence, handlers on)
+                           const shutdown_sequence& sequence, target_events& on)
     : io_(io),
       cfg_(cfg),
       log_(log),
       events_(events),
       status_(status),
       sequence_(sequence),
-      on_(std::move(on)),
+      on_(on),
       watcher_(io),
       // The record protects attach-mode targets; a wrapper's child is new with every run.
       record_(cfg.target.wrapper() ? std::string() : state_directory(cfg)),
@@ -107,13 +107,13 @@ result<> target_watch::start_child() {
   log_.info("started the command",
             {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
   child_->on_exit([this](int code) { on_child_exit(code); });
-  on_.command_line(cfg_.target.command, "the wrapped command");
+  on_.target_command_line(cfg_.target.command, "the wrapped command");
   status_.target.running = true;
   status_.target.detail = fmt::format("{} (pid {})", child_name(), child_->pid());
   events_.record(event_kind::TargetRunning, "child",
                  "the target is running: " + status_.target.detail,
                  {{"target_pid", std::to_string(child_->pid())}});
-  on_.changed();
+  on_.row_changed();
   return result<>::success();
 }
 
@@ -204,14 +204,14 @@ void target_watch::leave_restarted_to_kubelet() {
 
 void target_watch::signal_child() {
   const std::string sig = signal_name(cfg_.signal);
-  if (!child_->running()) return on_.missed("the child has already exited");
+  if (!child_->running()) return on_.target_missed("the child has already exited");
   if (child_signalled_) {
     log_.notice("the child already had its signal; not sending another");
     return;
   }
   const auto sent = child_->send_signal(cfg_.signal);
   if (!sent) return log_loop_failure(log_, sent.error());
-  if (!sent.value()) return on_.missed("the child has already exited");
+  if (!sent.value()) return on_.target_missed("the child has already exited");
   child_signalled_ = true;
   status_.target.running = false;
   status_.target.detail = fmt::format("{} (pid {}) had {} at {} ({})", child_name(), child_->pid(),
@@ -311,12 +311,12 @@ void target_watch::signal_attached(signal_sender sender, signal_scope scope) {
   if (sent > 0) after_signal();
   if (sent == 0 && signalled_.empty()) {
     // A restarted one gone again before its signal: the hold waits for none.
-    if (restarted) return on_.exited("the restarted target exited before its signal");
+    if (restarted) return on_.target_exited("the restarted target exited before its signal");
     const std::string why =
         found.pids.empty() ? found.reason : "every target had exited before the signal";
     log_.warning("no target to signal",
                  {{"target", describe_target(cfg_.target)}, {"reason", why}});
-    on_.missed(why);
+    on_.target_missed(why);
   }
 }
 
@@ -327,7 +327,7 @@ result<> target_watch::watch_signalled(process_handle process) {
     events_.record(event_kind::TargetExited, "pidfd", "the target exited",
                    {{"target_pid", std::to_string(gone)}});
     if (!signalled_.empty()) return;
-    on_.exited("the target exited");
+    on_.target_exited("the target exited");
     // The hold goes on (the drain is not over): kubelet may start it again.
     if (looking() && !searching_) look_for_target();
   });
@@ -426,19 +426,19 @@ void target_watch::target_found() {
     events_.record(event_kind::TargetRunning, "found",
                    fmt::format("the target is running: {}", status_.target.detail),
                    {{"target_pid", pids}, {"target", describe_target(cfg_.target)}});
-    on_.changed();
+    on_.row_changed();
   }
   if (sequence_.waiting_for_target()) {
     log_.notice("a target is running again", {{"target", status_.target.detail}});
-    on_.running_again();
+    on_.target_running_again();
   }
-  if (sequence_.holding()) on_.started();
+  if (sequence_.holding()) on_.target_started();
 }
 
 // What kube-apiserver runs with (its shutdown delay) is on its command line: for signal_plan.
 void target_watch::read_command_line(pid_t pid) {
   if (auto argv = shim::read_command_line(pid)) {
-    on_.command_line(*argv, fmt::format("pid {}'s command line", pid));
+    on_.target_command_line(*argv, fmt::format("pid {}'s command line", pid));
   }
 }
 
@@ -460,7 +460,7 @@ void target_watch::on_present_exit(pid_t pid) {
   status_.target.detail = fmt::format("{} (pid {}) exited at {}", name, pid, wall_now());
   events_.record(event_kind::TargetLost, "pidfd", "the target exited: " + status_.target.detail,
                  {{"target_pid", std::to_string(pid)}, {"target", describe_target(cfg_.target)}});
-  on_.changed();
+  on_.row_changed();
   if (looking()) look_for_target();
 }
 
@@ -487,7 +487,7 @@ void target_watch::on_child_exit(int code) {
         event_kind::TargetLost, "child", "the target exited: " + status_.target.detail,
         {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
   }
-  on_.exited(detail);
+  on_.target_exited(detail);
   on_.child_exited(code);
 }
 

@@ -5,7 +5,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +20,7 @@
 #include "process/child_process.hpp"
 #include "process/signal_record.hpp"
 #include "process/target.hpp"
+#include "process/target_events.hpp"
 #include "util/backoff.hpp"
 #include "util/result.hpp"
 
@@ -32,27 +32,13 @@ std::string describe_target(const target_spec& spec);
 // The target edge: the wrapped child, or the processes found in attach mode, each watched through
 // its pidfd; the search for them; the one signal; and the record of signalled processes that
 // keeps a restarted shim from sending a second. It writes the target row of shim_status (and the
-// count of signals sent) and reports what the state machine must hear through its handlers.
+// count of signals sent) and reports what the state machine must hear through target_events.
 //
 // Attach mode: every target process found is watched whether or not a shutdown is under way;
 // while none runs that did not have the signal, it is looked for with capped backoff, during a
 // hold too once every target process has exited (kubelet restarts kube-apiserver's container).
 class target_watch {
  public:
-  struct handlers {
-    std::function<void()> changed;                          // the target row changed
-    std::function<void(const std::string& detail)> exited;  // every signalled target has gone
-    std::function<void(const std::string& why)> missed;     // the signal found no target
-    std::function<void()> running_again;                    // one runs while one is waited for
-    // During a hold: a target process that did not have the signal runs (restarted).
-    std::function<void()> started;
-    std::function<void(int exit_code)> child_exited;  // wrapper: after `exited`
-    // The command line of the target found (attach mode: /proc/PID/cmdline; wrapper mode: the
-    // command), and where it was read: "pid 812's command line".
-    std::function<void(const std::vector<std::string>& argv, const std::string& source)>
-        command_line;
-  };
-
   // What the record of an earlier run says of a shutdown under way (resume()).
   struct resumed {
     shutdown_sequence::time_point unready_at;
@@ -64,7 +50,7 @@ class target_watch {
   };
 
   target_watch(boost::asio::io_context& io, const config& cfg, logger& log, event_recorder& events,
-               shim_status& status, const shutdown_sequence& sequence, handlers on);
+               shim_status& status, const shutdown_sequence& sequence, target_events& on);
   target_watch(const target_watch&) = delete;
   target_watch& operator=(const target_watch&) = delete;
 
@@ -134,7 +120,7 @@ class target_watch {
   event_recorder& events_;
   shim_status& status_;
   const shutdown_sequence& sequence_;
-  handlers on_;
+  target_events& on_;
 
   std::unique_ptr<child_process> child_;
   bool child_signalled_ = false;

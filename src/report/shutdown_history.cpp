@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "report/journal_records.hpp"
+#include "util/boot_id.hpp"
 #include "util/trusted_file.hpp"
 
 namespace shim {
@@ -196,6 +197,27 @@ result<std::optional<previous_shutdown>> read_previous_shutdown(
   if (!history) return result<std::optional<previous_shutdown>>::failure(history.error());
   return result<std::optional<previous_shutdown>>::success(
       previous_shutdown_in(history.value().boots));
+}
+
+std::optional<previous_shutdown> recall_previous_shutdown(const std::string& event_log, logger& log,
+                                                          event_recorder& events) {
+  if (event_log.empty()) return std::nullopt;
+  const std::string boot = current_boot_id();
+  if (boot.empty()) {
+    log.warning("this boot's id is unreadable: the previous shutdown is not looked for");
+    return std::nullopt;
+  }
+  auto read = read_previous_shutdown(event_log, boot);
+  if (!read) {
+    log.warning("cannot read the event log for the previous shutdown", {{"error", read.error()}});
+    return std::nullopt;
+  }
+  if (const auto& previous = read.value()) {
+    events.record(event_kind::PreviousShutdown, to_string(previous->verdict),
+                  "the last shutdown of an earlier boot: " + previous->summary(),
+                  previous->fields());
+  }
+  return read.value();
 }
 
 }  // namespace shim

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
 #include "report/event_line_reader.hpp"
 #include "report/previous_shutdown.hpp"
 #include "report/shutdown_account.hpp"
@@ -105,5 +107,12 @@ std::optional<previous_shutdown> previous_shutdown_in(
 // One streamed pass over the log, memory bounded (its cost: docs/benchmarks.md).
 result<std::optional<previous_shutdown>> read_previous_shutdown(const std::string& event_log,
                                                                 const std::string& current_boot_id);
+
+// The daemon's start: the last shutdown of an earlier boot, read with read_previous_shutdown()
+// and recorded as PreviousShutdown; none (and a warning saying why) when it cannot be read. Once,
+// before the loop runs: a large log takes a noticeable part of a second, which on the loop would
+// hold up probes as long.
+std::optional<previous_shutdown> recall_previous_shutdown(const std::string& event_log, logger& log,
+                                                          event_recorder& events);
 
 }  // namespace shim

@@ -24,6 +24,14 @@ using namespace std::chrono_literals;
 using testing::HasSubstr;
 
 using config_read = result<kubelet_shutdown_config>;
+
+// What a kubelet_watch reports, counted.
+struct counted_kubelet_events final : kubelet_events {
+  void kubelet_gone() override { ++gone; }
+  void kubelet_changed() override { ++changes; }
+  int gone = 0;
+  int changes = 0;
+};
 using manifest_read = result<static_pod_priority>;
 
 // drain 70 s + exit 65 s, as the unit's defaults.
@@ -434,9 +442,9 @@ TEST(KubeletWatch, TheOutlookIsSaidOnceAtStartInAFewWords) {
   logger log(log_format::text, out.fd(), true);
   kubelet_outlook outlook(
       {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true});
-  int changes = 0;
+  counted_kubelet_events heard;
   boost::asio::io_context io;
-  kubelet_watch watch(io, cfg, log, outlook, {.gone = [] {}, .changed = [&changes] { ++changes; }});
+  kubelet_watch watch(io, cfg, log, outlook, heard);
   watch.start();
   EXPECT_EQ(out.text(), "") << "nothing said before logind's list";
   const logind_inhibitor::listed_lock kubelet{.what = "shutdown",
@@ -447,7 +455,7 @@ TEST(KubeletWatch, TheOutlookIsSaidOnceAtStartInAFewWords) {
                                               .pid = 812};
   watch.locks_listed({kubelet});
   watch.locks_listed({kubelet});  // listed again, nothing new
-  EXPECT_EQ(changes, 1);
+  EXPECT_EQ(heard.changes, 1);
   const auto lines = test::split_lines(out.text());
   ASSERT_EQ(lines.size(), 1u) << out.text();
   EXPECT_EQ(lines[0],
@@ -461,7 +469,8 @@ TEST(KubeletWatch, TheOutlookIsSaidOnceAtStartInAFewWords) {
   logger none_log(log_format::text, none_out.fd(), true);
   kubelet_outlook none_outlook(
       {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true});
-  kubelet_watch none(io, cfg, none_log, none_outlook, {.gone = [] {}, .changed = [] {}});
+  counted_kubelet_events none_heard;
+  kubelet_watch none(io, cfg, none_log, none_outlook, none_heard);
   none.start();
   none.locks_listed({});
   none.locks_listed({});
@@ -592,8 +601,8 @@ struct watched_kubelet {
   logger log{log_format::text, out.fd(), true};
   kubelet_outlook outlook{
       {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true}};
-  int gone = 0;
-  kubelet_watch watch{io, cfg, log, outlook, {.gone = [this] { ++gone; }, .changed = [] {}}};
+  counted_kubelet_events heard;
+  kubelet_watch watch{io, cfg, log, outlook, heard};
 };
 
 TEST(KubeletWatch, ALockClosedByAKubeletThatRunsOnIsNotKubeletGone) {
@@ -601,14 +610,14 @@ TEST(KubeletWatch, ALockClosedByAKubeletThatRunsOnIsNotKubeletGone) {
   k.watch.locks_listed({k.own(), k.kubelet()});
   ASSERT_TRUE(k.outlook.leaves_signal_to_kubelet());
   k.watch.locks_listed({k.own()});  // its last group's timer, or its stale close
-  EXPECT_EQ(k.gone, 0);
+  EXPECT_EQ(k.heard.gone, 0);
   EXPECT_EQ(k.outlook.lockless_pid(), static_cast<std::uint32_t>(k.process->pid()));
   EXPECT_TRUE(k.outlook.leaves_signal_to_kubelet());
   // The kubelet process goes (the reboot stops it, or it crashes): gone now.
   ::kill(k.process->pid(), SIGKILL);
   k.process->wait_exited();
-  ASSERT_TRUE(run_until(k.io, [&] { return k.gone > 0; }));
-  EXPECT_EQ(k.gone, 1);
+  ASSERT_TRUE(run_until(k.io, [&] { return k.heard.gone > 0; }));
+  EXPECT_EQ(k.heard.gone, 1);
   EXPECT_FALSE(k.outlook.leaves_signal_to_kubelet());
 }
 
@@ -618,7 +627,7 @@ TEST(KubeletWatch, KubeletIsFollowedOnceTheShimsOwnLockIsListed) {
   k.watch.locks_listed({k.kubelet()});
   k.watch.locks_listed({k.own(), k.kubelet()});
   k.watch.locks_listed({k.own()});
-  EXPECT_EQ(k.gone, 0);
+  EXPECT_EQ(k.heard.gone, 0);
   EXPECT_TRUE(k.outlook.leaves_signal_to_kubelet()) << "kubelet runs on without its lock";
 }
 
@@ -628,9 +637,9 @@ TEST(KubeletWatch, ALockGoneWithItsKubeletOrNotFollowableIsKubeletGone) {
   ::kill(crashed.process->pid(), SIGKILL);
   crashed.process->wait_exited();
   crashed.io.poll();  // the pidfd's exit, with the lock still listed: nothing yet
-  EXPECT_EQ(crashed.gone, 0);
+  EXPECT_EQ(crashed.heard.gone, 0);
   crashed.watch.locks_listed({crashed.own()});
-  EXPECT_EQ(crashed.gone, 1);
+  EXPECT_EQ(crashed.heard.gone, 1);
   EXPECT_FALSE(crashed.outlook.leaves_signal_to_kubelet());
 
   // The shim's own lock not listed with its own PID (a pod's PID namespace): logind's PIDs are
@@ -638,7 +647,7 @@ TEST(KubeletWatch, ALockGoneWithItsKubeletOrNotFollowableIsKubeletGone) {
   watched_kubelet elsewhere;
   elsewhere.watch.locks_listed({elsewhere.kubelet()});
   elsewhere.watch.locks_listed({});
-  EXPECT_EQ(elsewhere.gone, 1);
+  EXPECT_EQ(elsewhere.heard.gone, 1);
 }
 
 }  // namespace

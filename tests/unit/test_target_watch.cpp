@@ -25,7 +25,7 @@ using namespace std::chrono_literals;
 
 // One shim run's target edge over a real io_context, a real event log and a real record of
 // signalled processes in `state_dir`; the sequence stays idle, as before a shutdown's signal.
-struct watch_run {
+struct watch_run final : target_events {
   watch_run(const std::string& target_name, const std::string& state_dir) {
     cfg.target.name = target_name;
     cfg.target.name_uid = ::getuid();
@@ -39,25 +39,23 @@ struct watch_run {
   }
 
   void make_watch() {
-    watch = std::make_unique<target_watch>(
-        io, cfg, log, events, status, sequence,
-        target_watch::handlers{
-            .changed = [this] { ++changes; },
-            .exited = [this](const std::string& detail) { exited.push_back(detail); },
-            .missed = [this](const std::string& why) { missed.push_back(why); },
-            .running_again = [this] { ++running_again; },
-            .started = [this] { ++started; },
-            .child_exited =
-                [this](int code) {
-                  if (!cfg.target.wrapper()) ADD_FAILURE() << "no child in attach mode";
-                  child_exits.push_back(code);
-                },
-            .command_line =
-                [this](const std::vector<std::string>& argv, const std::string& source) {
-                  command_lines.push_back({argv, source});
-                },
-        });
+    watch = std::make_unique<target_watch>(io, cfg, log, events, status, sequence, *this);
     watch->start();
+  }
+
+  // What the edge reports, counted.
+  void row_changed() override { ++changes; }
+  void target_exited(const std::string& detail) override { exited.push_back(detail); }
+  void target_missed(const std::string& why) override { missed.push_back(why); }
+  void target_running_again() override { ++running_again; }
+  void target_started() override { ++started; }
+  void child_exited(int code) override {
+    if (!cfg.target.wrapper()) ADD_FAILURE() << "no child in attach mode";
+    child_exits.push_back(code);
+  }
+  void target_command_line(const std::vector<std::string>& argv,
+                           const std::string& source) override {
+    command_lines.push_back({argv, source});
   }
 
   // The event log's records of one kind.

@@ -1,4 +1,4 @@
-#include "signal_watch.hpp"
+#include "daemon/signal_watch.hpp"
 
 #include <signal.h>
 
@@ -21,8 +21,8 @@ bool own_signal(int signal) {
 
 }  // namespace
 
-signal_watch::signal_watch(boost::asio::io_context& io, handlers on)
-    : on_(std::move(on)), triggers_(io), strays_(io) {}
+signal_watch::signal_watch(boost::asio::io_context& io, signal_events& on)
+    : on_(on), triggers_(io), strays_(io) {}
 
 void signal_watch::start(bool reap_orphans) {
   triggers_.add(SIGTERM);
@@ -45,7 +45,7 @@ void signal_watch::stop() {
 void signal_watch::wait_for_triggers() {
   triggers_.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (ec) return;
-    on_.trigger(signal);
+    on_.trigger_signal(signal);
     wait_for_triggers();
   });
 }
@@ -53,7 +53,7 @@ void signal_watch::wait_for_triggers() {
 void signal_watch::wait_for_strays() {
   strays_.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (ec) return;
-    on_.stray(signal, own_signal(signal));
+    on_.stray_signal(signal, own_signal(signal));
     wait_for_strays();
   });
 }

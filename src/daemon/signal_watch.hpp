@@ -2,7 +2,8 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <functional>
+
+#include "daemon/signal_events.hpp"
 
 namespace shim {
 
@@ -12,14 +13,7 @@ namespace shim {
 // report the shim's own faults (SIGSEGV and the like) still kill it.
 class signal_watch {
  public:
-  struct handlers {
-    std::function<void(int signal)> trigger;  // SIGTERM, SIGINT
-    // Any other caught signal. own: it speaks of the receiving process's own limits and
-    // profiling, and is never passed on (Go programs such as kube-apiserver crash on SIGSYS).
-    std::function<void(int signal, bool own)> stray;
-  };
-
-  signal_watch(boost::asio::io_context& io, handlers on);
+  signal_watch(boost::asio::io_context& io, signal_events& on);
 
   // reap_orphans: SIGCHLD is caught too (a wrapper that is PID 1, a container's init).
   void start(bool reap_orphans);
@@ -29,7 +23,7 @@ class signal_watch {
   void wait_for_triggers();
   void wait_for_strays();
 
-  handlers on_;
+  signal_events& on_;
   boost::asio::signal_set triggers_;
   boost::asio::signal_set strays_;
 };

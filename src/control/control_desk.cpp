@@ -1,0 +1,175 @@
+#include "control/control_desk.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <system_error>
+
+#include "util/build_version.hpp"
+#include "util/duration_text.hpp"
+
+namespace shim {
+
+namespace {
+
+using http_status = boost::beast::http::status;
+using clock = shutdown_sequence::clock;
+
+std::string_view phase_name(const shutdown_sequence& s) {
+  if (s.drilling()) return "drill";
+  if (s.holding()) return "shutdown";
+  if (s.draining()) return "released";
+  if (s.waiting_for_target()) return "waiting-for-target";
+  return "idle";
+}
+
+}  // namespace
+
+control_desk::control_desk(boost::asio::io_context& io, settings s, sequence_runner& runner,
+                           load_balancer_watch& lb, shim_status& status, logger& log,
+                           event_recorder& events)
+    : settings_(std::move(s)),
+      runner_(runner),
+      lb_(lb),
+      status_(status),
+      log_(log),
+      events_(events),
+      server_(io, control_http_answers({
+                      .status = [this](bool json) { return this->status(json); },
+                      .start_drill = [this](const drill_request& r) { return start_drill(r); },
+                      .drill = [this](bool json) { return this->drill(json); },
+                      .stop_drill = [this](bool json) { return stop_drill(json); },
+                  })) {}
+
+void control_desk::listen(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::create_directory(dir, ec)) {
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  }
+  try {
+    server_.listen(dir / kControlSocketName);
+  } catch (const std::system_error& e) {
+    log_.warning("no control socket: shutdown-shim status and drill cannot reach this shim",
+                 {{"error", e.what()}});
+  }
+}
+
+control_reply control_desk::status(bool json) const {
+  const auto& sequence = runner_.sequence();
+  const auto now = clock::now();
+  status_snapshot snap{
+      .status = status_,
+      .version = kVersion,
+      .phase = phase_name(sequence),
+      .signal = settings_.signal,
+      .sigterm_policy = settings_.sigterm_policy,
+      .signal_delay = status_.plan.signal_delay(),
+      .exit_timeout = settings_.exit_timeout,
+  };
+  if (auto since = sequence.unready_since()) {
+    snap.elapsed = now - *since;
+    snap.signal_sent = sequence.signal_sent();
+  }
+  if (auto started = sequence.drill_started()) {
+    snap.drill_elapsed = now - *started;
+    snap.drill_left = std::max(*sequence.drill_end() - now, clock::duration(0));
+  }
+  if (sequence.drilling() || sequence.draining()) {
+    snap.lb_line = lb_.summary(settings_.drain_delay);
+    snap.lb_fields = lb_.fields(settings_.drain_delay);
+  }
+  snap.last_drill = last_drill_;
+  return {.code = status_.ready() ? http_status::ok : http_status::service_unavailable,
+          .body = json ? status_json(snap) : status_text(snap),
+          .json = json};
+}
+
+std::string control_desk::drill_progress() const {
+  const auto& sequence = runner_.sequence();
+  const auto now = clock::now();
+  const auto started = sequence.drill_started().value_or(now);
+  const auto end = sequence.drill_end().value_or(now);
+  return fmt::format("drill: {} elapsed, {} left; {}",
+                     format_duration(std::chrono::round<std::chrono::milliseconds>(now - started)),
+                     format_duration(std::chrono::round<std::chrono::seconds>(end - now)),
+                     lb_.summary(settings_.drain_delay));
+}
+
+control_reply control_desk::start_drill(const drill_request& r) {
+  if (auto why = runner_.sequence().drill_refusal()) {
+    return {.code = http_status::conflict, .body = "no drill: " + *why + "\n", .json = false};
+  }
+  const auto length = r.duration.value_or(settings_.drain_delay);
+  if (length <= std::chrono::nanoseconds(0)) {
+    return {.code = http_status::bad_request,
+            .body = "no drill: --drain-delay is 0s; give the drill a --duration\n",
+            .json = false};
+  }
+  drill_fall_ = r.lb_fall;
+  const std::string cause = r.who.empty() ? "shutdown-shim drill" : "shutdown-shim drill, " + r.who;
+  runner_.feed([now = clock::now(), d = std::chrono::duration_cast<clock::duration>(length),
+                cause](shutdown_sequence& s) { return s.drill(now, d, cause); });
+  return drill(r.json);
+}
+
+control_reply control_desk::drill(bool json) const {
+  const auto& sequence = runner_.sequence();
+  if (!sequence.drilling() && last_drill_.empty()) {
+    return {.code = http_status::not_found, .body = "no drill since the shim started\n"};
+  }
+  const std::string line = sequence.drilling() ? drill_progress() : "last drill: " + last_drill_;
+  if (!json) return {.code = http_status::ok, .body = line + "\n", .json = false};
+  // Flat, so that the CLI reads it with the event log's reader.
+  std::string body = "{";
+  append_json_string(body, "drilling", sequence.drilling() ? "yes" : "no");
+  body += ',';
+  append_json_string(body, "summary", line);
+  body += ',';
+  append_json_string(body, "checkers", lb_.has_checkers() ? "yes" : "no");
+  for (const auto& [key, value] : lb_.fields(settings_.drain_delay)) {
+    body += ',';
+    append_json_string(body, key, value);
+  }
+  body += "}\n";
+  return {.code = http_status::ok, .body = body, .json = true};
+}
+
+control_reply control_desk::stop_drill(bool json) {
+  if (!runner_.sequence().drilling()) {
+    return {.code = http_status::conflict, .body = "no drill under way\n", .json = false};
+  }
+  runner_.feed([](shutdown_sequence& s) { return s.stop_drill("shutdown-shim drill --stop"); });
+  return drill(json);
+}
+
+void control_desk::drill_started(const shutdown_sequence::action& a) {
+  const auto end = runner_.sequence().drill_end().value_or(a.at);
+  status_.drill =
+      shim_status::drill_state{.since = std::chrono::system_clock::now() - (clock::now() - a.at),
+                               .started = a.at,
+                               .ends = end,
+                               .cause = a.cause};
+  ++status_.drills;
+  lb_.begin(a.at, drill_fall_);
+  // Said at once: with no remote checker the drill cannot take the node out of the LB.
+  log_fields fields{{"duration", format_duration(end - a.at)},
+                    {"drain_delay", format_duration(settings_.drain_delay)},
+                    {"lb", lb_.summary(settings_.drain_delay)}};
+  events_.record(event_kind::DrillStarted, a.cause, a.message, fields, a.at);
+  if (!lb_.has_checkers()) log_.warning(lb_.summary(settings_.drain_delay));
+}
+
+void control_desk::drill_ended(const shutdown_sequence::action& a) {
+  status_.drill.reset();
+  const auto served = std::chrono::round<std::chrono::milliseconds>(clock::now() - a.at);
+  // A drill that became a shutdown goes on measuring for it.
+  if (a.cause != "shutdown") lb_.end();
+  log_fields fields{{"outcome", a.cause}, {"served", format_duration(served)}};
+  for (auto& f : lb_.fields(settings_.drain_delay)) fields.push_back(std::move(f));
+  last_drill_ = fmt::format("{} after {}, at {}: {}", a.cause, format_duration(served),
+                            format_wall_time(std::chrono::system_clock::now()),
+                            lb_.summary(settings_.drain_delay));
+  events_.record(event_kind::DrillEnded, a.cause, "drill " + last_drill_, fields);
+}
+
+}  // namespace shim

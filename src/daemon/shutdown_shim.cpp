@@ -1,0 +1,384 @@
+#include "daemon/shutdown_shim.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "report/shutdown_history.hpp"
+#include "util/duration_text.hpp"
+#include "util/signal_names.hpp"
+
+namespace shim {
+
+namespace asio = boost::asio;
+
+namespace {
+
+shutdown_sequence::settings sequence_settings(const config& cfg) {
+  using d = shutdown_sequence::duration;
+  return {.drain_delay = std::chrono::duration_cast<d>(cfg.drain_delay),
+          .exit_timeout = std::chrono::duration_cast<d>(cfg.exit_timeout),
+          .has_target = cfg.target.any(),
+          .wrapper = cfg.target.wrapper()};
+}
+
+shutdown_sequence::forwarding sigterm_forwarding(const config& cfg) {
+  return shutdown_sequence::sigterm_forwarding(cfg.forward_on_sigterm, cfg.target.wrapper(),
+                                               cfg.inhibit != inhibit_mode::off);
+}
+
+}  // namespace
+
+shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& log,
+                             event_recorder& events)
+    : io_(io),
+      cfg_(cfg),
+      log_(log),
+      events_(events),
+      runner_(sequence_settings(cfg), {.carry_out = [this](const seq::action& a) { carry_out(a); },
+                                       .settled = [this] { settled(); }}),
+      lb_(io, cfg.upstream.enabled() ? cfg.upstream.url.port : 0, log),
+      server_(io, status_, {},
+              [this](const asio::ip::address& from, bool ready) {
+                lb_.probe_answered(from, ready);
+                status_.last_probe = clock::now();
+              }),
+      notifier_(io, status_, log),
+      logind_(cfg.inhibit == inhibit_mode::off
+                  ? nullptr
+                  : std::make_unique<logind_edge>(io, cfg, log, events, status_.logind,
+                                                  static_cast<logind_events&>(*this))),
+      control_(io,
+               {.drain_delay = cfg.drain_delay,
+                .exit_timeout = cfg.exit_timeout,
+                .signal = signal_name(cfg.signal),
+                .sigterm_policy = sigterm_forwarding(cfg).why},
+               runner_, lb_, status_, log, events),
+      kubelet_(io, cfg, log, status_.kubelet, *this),
+      target_(io, cfg, log, events, status_, runner_.sequence(), *this),
+      signals_(io, *this),
+      planner_(io, status_, notifier_, log),
+      records_(cfg, events, status_, target_),
+      hold_timer_(io) {
+  status_.drain_delay = cfg.drain_delay;
+  status_.hold_needed = cfg.drain_delay + cfg.exit_timeout;
+  status_.log = &log;
+  status_.events = &events;
+  if (!logind_) status_.logind.inhibitor = logind_row::inhibitor_state::disabled;
+  status_.plan = signal_plan({.drain_delay = cfg.drain_delay,
+                              .exit_timeout = cfg.exit_timeout,
+                              .signal_delay = cfg.signal_delay,
+                              .has_target = cfg.target.any()});
+  status_.kubelet = kubelet_outlook({.wrapper = cfg.target.wrapper(),
+                                     .drain_delay = cfg.drain_delay,
+                                     .hold_needed = status_.hold_needed,
+                                     .config_given = !cfg.kubelet_config.empty(),
+                                     .manifest_given = !cfg.static_pod_manifest.empty()});
+}
+
+shutdown_shim::~shutdown_shim() = default;
+
+void shutdown_shim::start() {
+  // Signals first, so that a SIGTERM during start-up already runs the sequence.
+  // As PID 1 (a container's init) every orphan is ours to reap.
+  signals_.start(cfg_.target.wrapper() && getpid() == 1);
+  notifier_.start_watchdog();
+
+  server_.listen(cfg_.listen);
+  status_.listener_bound = true;
+  planner_.start();
+  records_.started();
+  status_.previous = recall_previous_shutdown(cfg_.event_log, log_, events_);
+  control_.listen(state_directory(cfg_));
+
+  // Only now: what the record says was signalled never counts as the target.
+  target_.start();
+  if (cfg_.upstream.enabled()) {
+    upstream_ = std::make_unique<upstream_check>(
+        io_, cfg_.upstream, log_, events_, status_.upstream,
+        upstream_check::handlers{.changed = [this] { row_changed(); }});
+    upstream_->start();
+  }
+  kubelet_.start();
+
+  // At start-up a command that cannot be started ends the shim (main() logs it, exit 1).
+  const auto start_child = [this] {
+    if (auto started = target_.start_child(); !started) throw std::runtime_error(started.error());
+  };
+  if (!logind_) {
+    start_child();
+    return first_attempt_done(result<>::success());
+  }
+  // With --inhibit=required the command starts only once the lock is held, so that a failed start
+  // leaves nothing running.
+  if (cfg_.inhibit == inhibit_mode::automatic) start_child();
+  logind_->start();
+}
+
+void shutdown_shim::carry_out(const seq::action& a) {
+  using kind = seq::action::kind;
+  switch (a.what) {
+    case kind::become_unready:
+      status_.draining_since = std::chrono::system_clock::now() - (clock::now() - a.at);
+      status_.drain_cause = a.cause;
+      if (a.event) {
+        records_.hold_began(a);
+      } else {
+        log_.notice(a.message);
+      }
+      // A shutdown wins at once, whatever the upstream says; probing stops for the drain
+      // (upstream_check.hpp says why) and starts again after a cancel (settled()).
+      if (upstream_) upstream_->pause();
+      // What the load balancer makes of it, for DrainElapsed (a drill that became this shutdown
+      // goes on with its own measurement).
+      return lb_.begin(a.at, load_balancer_watch::kDefaultFall);
+    case kind::record_start:
+      return records_.hold_began(a);
+    case kind::become_ready:
+      log_.notice("ready again", {{"why", a.message}});
+      return lb_.end();
+    case kind::notify_stopping:
+      return notifier_.stopping();
+    case kind::ask_system_state:
+      return ask_system_state();
+    case kind::forward_signal:
+      return target_.forward_signal();
+    case kind::count_kubelet_signal:
+      return target_.leave_signal_to_kubelet();
+    case kind::signal_restarted:
+      return target_.signal_restarted();
+    case kind::leave_restarted_to_kubelet:
+      return target_.leave_restarted_to_kubelet();
+    case kind::watch_target:
+      return target_.look_for_target();
+    case kind::arm_timer:
+      hold_timer_.expires_at(a.at);
+      return hold_timer_.async_wait([this](const boost::system::error_code& ec) {
+        if (!ec) runner_.feed([now = clock::now()](seq& s) { return s.timer_expired(now); });
+      });
+    case kind::cancel_timer:
+      hold_timer_.cancel();
+      return;
+    case kind::release_inhibitor:
+      records_.released(a);
+      if (logind_) logind_->release();
+      return lb_.end();
+    case kind::retake_inhibitor:
+      // Only a cancel asks for this: the shutdown is over without a reboot.
+      target_.forget_shutdown();
+      if (logind_) logind_->retake();
+      return;
+    case kind::exit:
+      return request_exit();
+    case kind::start_drill:
+      return control_.drill_started(a);
+    case kind::end_drill:
+      return control_.drill_ended(a);
+    case kind::note:
+      if (!a.event) return log_.info(a.message);
+      // What the load balancer did in the drain, for `report` after the reboot.
+      return events_.record(
+          *a.event, a.message, a.message,
+          a.event == event_kind::DrainElapsed ? lb_.fields(cfg_.drain_delay) : log_fields{});
+  }
+}
+
+void shutdown_shim::settled() {
+  const auto& sequence = runner_.sequence();
+  status_.draining = sequence.draining();
+  status_.waiting_for_target = sequence.waiting_for_target();
+  if (!status_.draining) {
+    status_.draining_since.reset();
+    status_.drain_cause.clear();
+    // A cancelled shutdown: what stopped for the drain starts again.
+    target_.settled();
+    if (upstream_) upstream_->resume();
+  }
+  notifier_.status();
+}
+
+void shutdown_shim::request_exit() {
+  const auto* child = target_.child();
+  if (child && child->running()) {
+    exit_pending_ = true;
+    log_.info("waiting for the child to exit", {{"pid", std::to_string(child->pid())}});
+  } else {
+    finish({child ? shim_outcome::kind::child_exited : shim_outcome::kind::done,
+            child ? child->exit_code().value_or(0) : 0,
+            {}});
+  }
+}
+
+void shutdown_shim::ask_system_state() {
+  logind_->ask_system_state([this](const result<std::string>& read) {
+    if (!read) log_.warning("could not read PID 1's SystemState", {{"error", read.error()}});
+    const std::string state = read ? read.value() : "unknown";
+    records_.system_state(state);
+    runner_.feed([now = clock::now(), state](seq& s) {
+      return s.system_state(now, state == "stopping", state);
+    });
+  });
+}
+
+void shutdown_shim::feed_trigger(seq::trigger_kind kind, const std::string& cause,
+                                 seq::forward_decision decision) {
+  runner_.feed([now = clock::now(), kind, cause, timing = planner_.timing(decision)](seq& s) {
+    return s.trigger(now, kind, cause, timing);
+  });
+}
+
+// --- what the edges report ------------------------------------------------------------------
+
+void shutdown_shim::prepare_for_shutdown(bool active, const std::string& cause) {
+  if (!active) return runner_.feed([cause](seq& s) { return s.cancel(cause); });
+  // What the shim knows of kubelet at this moment decides; kubelet_watch logged it already.
+  feed_trigger(seq::trigger_kind::prepare_for_shutdown, cause, planner_.decision());
+}
+
+void shutdown_shim::preparing_read(bool preparing) {
+  const auto& sequence = runner_.sequence();
+  if (!preparing) {
+    // The shutdown an earlier run recorded is over: never resume it later.
+    if (target_.resumable()) target_.forget_shutdown();
+    // A restarted logind forgets a delayed shutdown, and a PrepareForShutdown(false) sent while
+    // the bus was down is never seen: what logind says now is what counts.
+    if (sequence.draining()) {
+      runner_.feed([](seq& s) { return s.cancel("logind is not preparing a shutdown any more"); });
+    }
+    return;
+  }
+  if (sequence.draining()) return;
+  if (!target_.resumable()) {
+    return prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
+  }
+  const auto r = target_.resume();
+  runner_.feed([now = clock::now(),
+                hold = seq::resumed_hold{.unready_at = r.unready_at,
+                                         .cause = r.cause,
+                                         .target_running = r.running,
+                                         .signalled = r.signalled,
+                                         .left_to_kubelet = r.left_to_kubelet,
+                                         .timing = planner_.timing(planner_.decision())}](seq& s) {
+    return s.resume(now, hold);
+  });
+  // kubelet restarted kube-apiserver while no shim ran: the new one is owed its signal.
+  if (r.signalled && r.unsignalled_running) target_started();
+  // logind's list came before this answer: a kubelet gone while no shim ran owes its signal.
+  if (r.left_to_kubelet && kubelet_.listed() && !status_.kubelet.kubelet_pid()) kubelet_gone();
+}
+
+// Once: from logind_edge, or at start with --inhibit=off.
+void shutdown_shim::first_attempt_done(const result<>& outcome) {
+  if (!outcome && cfg_.inhibit == inhibit_mode::required) {
+    return finish({shim_outcome::kind::inhibit_failed, 0, outcome.error()});
+  }
+  // A stop that came while the lock was being taken: the command is not started at all. On the
+  // loop a failed start is logged (as run() logged it when it was thrown), and READY=1 is not sent.
+  if (cfg_.inhibit == inhibit_mode::required && !runner_.sequence().draining()) {
+    if (auto started = target_.start_child(); !started) {
+      return log_.error("a handler on the event loop failed; the loop goes on",
+                        {{"error", started.error()}});
+    }
+  }
+  notifier_.ready();
+}
+
+void shutdown_shim::delay_locks_listed(const std::vector<logind_inhibitor::listed_lock>& locks) {
+  kubelet_.locks_listed(locks);
+}
+
+void shutdown_shim::ensure_failed(const std::string& error) {
+  finish({shim_outcome::kind::ensure_failed, 0, error});
+}
+
+void shutdown_shim::row_changed() { notifier_.status(); }
+
+void shutdown_shim::target_exited(const std::string& detail) {
+  runner_.feed([now = clock::now(), detail](seq& s) { return s.target_exited(now, detail); });
+}
+
+void shutdown_shim::target_missed(const std::string& why) {
+  runner_.feed([now = clock::now(), why](seq& s) { return s.no_target(now, why); });
+}
+
+void shutdown_shim::target_running_again() {
+  runner_.feed([](seq& s) { return s.target_running(); });
+}
+
+void shutdown_shim::target_started() {
+  runner_.feed([now = clock::now()](seq& s) { return s.target_started(now); });
+}
+
+void shutdown_shim::child_exited(int exit_code) {
+  if (exit_pending_) finish({shim_outcome::kind::child_exited, exit_code, {}});
+}
+
+void shutdown_shim::target_command_line(const std::vector<std::string>& argv,
+                                        const std::string& source) {
+  planner_.command_line(argv, source, /*running=*/true);
+}
+
+void shutdown_shim::kubelet_gone() {
+  runner_.feed([now = clock::now()](seq& s) { return s.kubelet_gone(now); });
+}
+
+void shutdown_shim::kubelet_changed() {
+  planner_.kubelet_changed("--static-pod-manifest=" + cfg_.static_pod_manifest);
+}
+
+void shutdown_shim::trigger_signal(int signal) {
+  const auto forwarding = sigterm_forwarding(cfg_);
+  log_.notice("received " + signal_name(signal), {{"forward", forwarding.why}});
+  records_.forward_why(forwarding.why);
+  feed_trigger(signal == SIGINT ? seq::trigger_kind::sigint : seq::trigger_kind::sigterm,
+               signal_name(signal), forwarding.decision);
+}
+
+void shutdown_shim::stray_signal(int signal, bool own) {
+  if (signal == SIGCHLD) return target_.reap_orphans();
+  // logrotate's convention: the event log is opened again at its path; nothing else changes.
+  // A failure is logged there, and the old file is kept.
+  if (signal == SIGHUP) events_.reopen();
+  if (!own && target_.pass_on(signal)) return;
+  if (signal != SIGHUP && signal != SIGWINCH) {
+    log_.notice("ignoring a signal", {{"signal", signal_name(signal)}});
+  }
+}
+
+// --- the end -----------------------------------------------------------------------------------
+
+void shutdown_shim::finish(shim_outcome outcome) {
+  if (outcome_) return;
+  outcome_ = std::move(outcome);
+  // Nothing the sequence still has queued is carried out now.
+  runner_.halt();
+  server_.stop();
+  control_.stop();
+  signals_.stop();
+  notifier_.stop();
+  hold_timer_.cancel();
+  planner_.stop();
+  target_.stop();
+  kubelet_.stop();
+  if (upstream_) upstream_->stop();
+  io_.stop();
+}
+
+// Nothing that runs on the loop throws on purpose (result.hpp), but a library may: one upstream
+// answer made Boost.Beast's parser reserve 1 TiB, and its std::bad_alloc left io_context::run,
+// ending the shim and its lock (issue 18, item 2). What an input can cause must never stop the
+// daemon: the handler that threw is gone, the error is logged, and the loop goes on.
+shim_outcome shutdown_shim::run() {
+  for (;;) {
+    try {
+      io_.run();
+      break;
+    } catch (const std::exception& e) {
+      log_.error("a handler on the event loop failed; the loop goes on", {{"error", e.what()}});
+    }
+  }
+  return outcome_.value_or(shim_outcome{});
+}
+
+}  // namespace shim
