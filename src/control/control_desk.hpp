@@ -8,11 +8,11 @@
 #include "control/control_routes.hpp"
 #include "control/status_document.hpp"
 #include "core/sequence_runner.hpp"
-#include "core/shim_status.hpp"
 #include "http/control_server.hpp"
 #include "lb/load_balancer_watch.hpp"
 #include "log/event_recorder.hpp"
 #include "log/logger.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 

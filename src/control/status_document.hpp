@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/shim_status.hpp"
 #include "log/log_line.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 

@@ -37,15 +37,11 @@ shutdown_sequence::time_point later(shutdown_sequence::time_point t,
 
 }  // namespace
 
-shutdown_sequence::forwarding shutdown_sequence::sigterm_forwarding(forward_policy policy,
+shutdown_sequence::forwarding shutdown_sequence::sigterm_forwarding(std::optional<bool> forced,
                                                                     bool wrapper, bool uses_bus) {
-  switch (policy) {
-    case forward_policy::always:
-      return {forward_decision::forward, "--forward-on-sigterm=always"};
-    case forward_policy::never:
-      return {forward_decision::skip, "--forward-on-sigterm=never"};
-    case forward_policy::automatic:
-      break;
+  if (forced) {
+    return *forced ? forwarding{forward_decision::forward, "--forward-on-sigterm=always"}
+                   : forwarding{forward_decision::skip, "--forward-on-sigterm=never"};
   }
   if (wrapper) {
     return {forward_decision::forward, "wrapper mode: the shim's stop is the container's stop"};
@@ -202,6 +198,7 @@ shutdown_sequence::actions shutdown_sequence::resume(time_point now, const resum
   signal_missed_ = false;
   drain_elapsed_ = false;
   target_gone_ = !hold.target_running;
+  cause_ = hold.cause;
   out.push_back(
       unready("resuming the hold of a shutdown an earlier run " +
                   std::string(hold.signalled ? "signalled for" : "held, its signal still to come") +

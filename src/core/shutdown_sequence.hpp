@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "config/flag_values.hpp"
 #include "log/event_kind.hpp"
 
 namespace shim {
@@ -97,10 +96,10 @@ class shutdown_sequence {
     forward_decision decision;
     std::string why;  // for the log
   };
-  // --forward-on-sigterm applied: auto forwards in wrapper mode (the shim's stop is the
-  // container's), asks PID 1 in attach mode, and skips when logind is not used (--inhibit=off:
-  // there is no bus to ask).
-  static forwarding sigterm_forwarding(forward_policy policy, bool wrapper, bool uses_bus);
+  // --forward-on-sigterm applied: always (forced true), never (forced false), or auto (none):
+  // auto forwards in wrapper mode (the shim's stop is the container's), asks PID 1 in attach mode,
+  // and skips when logind is not used (--inhibit=off: there is no bus to ask).
+  static forwarding sigterm_forwarding(std::optional<bool> forced, bool wrapper, bool uses_bus);
 
   // Who sends a shutdown's signal and when, as the daemon plans it at the trigger (signal_plan:
   // from kube-apiserver's own shutdown delay, or --signal-delay; issue 32).
@@ -214,6 +213,8 @@ class shutdown_sequence {
   bool waiting_for_target() const { return phase_ == phase::awaiting_target; }
   bool holding() const { return phase_ == phase::holding; }
   bool signal_sent() const { return signal_sent_; }
+  // What started the shutdown under way ("PrepareForShutdown(true) from :1.3", "SIGTERM").
+  std::string cause() const { return draining() ? cause_ : std::string(); }
   std::optional<time_point> unready_since() const {
     return draining() ? std::optional(unready_at_) : std::nullopt;
   }

@@ -3,10 +3,10 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "core/shim_status.hpp"
 #include "core/shutdown_sequence.hpp"
 #include "log/event_recorder.hpp"
 #include "process/target_watch.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 

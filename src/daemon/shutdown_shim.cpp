@@ -24,8 +24,11 @@ shutdown_sequence::settings sequence_settings(const config& cfg) {
 }
 
 shutdown_sequence::forwarding sigterm_forwarding(const config& cfg) {
-  return shutdown_sequence::sigterm_forwarding(cfg.forward_on_sigterm, cfg.target.wrapper(),
-                                               cfg.inhibit != inhibit_mode::off);
+  const auto policy = cfg.forward_on_sigterm;
+  return shutdown_sequence::sigterm_forwarding(
+      policy == forward_policy::automatic ? std::nullopt
+                                          : std::optional(policy == forward_policy::always),
+      cfg.target.wrapper(), cfg.inhibit != inhibit_mode::off);
 }
 
 }  // namespace
@@ -56,7 +59,7 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
                 .sigterm_policy = sigterm_forwarding(cfg).why},
                runner_, lb_, status_, log, events),
       kubelet_(io, cfg, log, status_.kubelet, *this),
-      target_(io, cfg, log, events, status_, runner_.sequence(), *this),
+      target_(io, cfg, log, events, status_.target, runner_.sequence(), *this),
       signals_(io, *this),
       planner_(io, status_, notifier_, log),
       records_(cfg, events, status_, target_),
@@ -145,11 +148,11 @@ void shutdown_shim::carry_out(const seq::action& a) {
     case kind::forward_signal:
       return target_.forward_signal();
     case kind::count_kubelet_signal:
-      return target_.leave_signal_to_kubelet();
+      return target_.leave_signal_to_kubelet(status_.kubelet.handoff());
     case kind::signal_restarted:
       return target_.signal_restarted();
     case kind::leave_restarted_to_kubelet:
-      return target_.leave_restarted_to_kubelet();
+      return target_.leave_restarted_to_kubelet(status_.kubelet.handoff());
     case kind::watch_target:
       return target_.look_for_target();
     case kind::arm_timer:

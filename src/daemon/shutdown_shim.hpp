@@ -10,7 +10,6 @@
 #include "config/config.hpp"
 #include "control/control_desk.hpp"
 #include "core/sequence_runner.hpp"
-#include "core/shim_status.hpp"
 #include "daemon/hold_recorder.hpp"
 #include "daemon/signal_planner.hpp"
 #include "daemon/signal_watch.hpp"
@@ -20,6 +19,7 @@
 #include "lb/load_balancer_watch.hpp"
 #include "logind/logind_edge.hpp"
 #include "process/target_watch.hpp"
+#include "readiness/shim_status.hpp"
 #include "upstream/upstream_check.hpp"
 
 namespace shim {

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "core/shim_status.hpp"
 #include "core/shutdown_sequence.hpp"
 #include "daemon/systemd_notifier.hpp"
 #include "log/logger.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 

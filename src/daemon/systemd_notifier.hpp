@@ -4,8 +4,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 
-#include "core/shim_status.hpp"
 #include "log/logger.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <string_view>
 
-#include "core/shim_status.hpp"
 #include "http/http_connections.hpp"
 #include "http/http_message.hpp"
 #include "http/http_request_counts.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 

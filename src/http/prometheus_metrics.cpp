@@ -193,7 +193,7 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
                  "# HELP shutdown_shim_signals_forwarded_total Signals sent to the target.\n"
                  "# TYPE shutdown_shim_signals_forwarded_total counter\n"
                  "shutdown_shim_signals_forwarded_total {}\n",
-                 status.signals_forwarded);
+                 status.target.signals_forwarded);
   append_metric(out, "shutdown_shim_log_lines_dropped_total", "counter",
                 "Log lines dropped because stderr could not take them (queue full or reader gone).",
                 static_cast<double>(status.log ? status.log->dropped_lines() : 0));

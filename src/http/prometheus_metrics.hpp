@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "core/shim_status.hpp"
 #include "http/http_request_counts.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "config/listen_address.hpp"
-#include "core/shim_status.hpp"
 #include "http/http_answer.hpp"
 #include "http/http_limits.hpp"
 #include "http/http_request_counts.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 

@@ -57,22 +57,22 @@ std::string describe_target(const target_spec& t) {
 }
 
 target_watch::target_watch(boost::asio::io_context& io, const config& cfg, logger& log,
-                           event_recorder& events, shim_status& status,
+                           event_recorder& events, target_row& row,
                            const shutdown_sequence& sequence, target_events& on)
     : io_(io),
       cfg_(cfg),
       log_(log),
       events_(events),
-      status_(status),
+      row_(row),
       sequence_(sequence),
       on_(on),
       watcher_(io),
       // The record protects attach-mode targets; a wrapper's child is new with every run.
       record_(cfg.target.wrapper() ? std::string() : state_directory(cfg)),
       timer_(io) {
-  status_.target.configured = cfg.target.any();
-  status_.target.detail = cfg.target.wrapper() ? "the command has not been started yet"
-                                               : "not found yet: " + describe_target(cfg.target);
+  row_.configured = cfg.target.any();
+  row_.detail = cfg.target.wrapper() ? "the command has not been started yet"
+                                     : "not found yet: " + describe_target(cfg.target);
 }
 
 // The wrapped command's name, as the target check's lines show it: "kube-apiserver".
@@ -108,10 +108,9 @@ result<> target_watch::start_child() {
             {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
   child_->on_exit([this](int code) { on_child_exit(code); });
   on_.target_command_line(cfg_.target.command, "the wrapped command");
-  status_.target.running = true;
-  status_.target.detail = fmt::format("{} (pid {})", child_name(), child_->pid());
-  events_.record(event_kind::TargetRunning, "child",
-                 "the target is running: " + status_.target.detail,
+  row_.running = true;
+  row_.detail = fmt::format("{} (pid {})", child_name(), child_->pid());
+  events_.record(event_kind::TargetRunning, "child", "the target is running: " + row_.detail,
                  {{"target_pid", std::to_string(child_->pid())}});
   on_.row_changed();
   return result<>::success();
@@ -187,19 +186,19 @@ void target_watch::save_record() {
 
 void target_watch::forward_signal() {
   if (child_) return signal_child();
-  signal_attached(signal_sender::shim, signal_scope::owed);
+  signal_attached(nullptr, signal_scope::owed);
 }
 
-void target_watch::leave_signal_to_kubelet() {
-  signal_attached(signal_sender::kubelet, signal_scope::owed);
+void target_watch::leave_signal_to_kubelet(const kubelet_handoff& kubelet) {
+  signal_attached(&kubelet, signal_scope::owed);
 }
 
 void target_watch::signal_restarted() {
-  if (attach()) signal_attached(signal_sender::shim, signal_scope::new_only);
+  if (attach()) signal_attached(nullptr, signal_scope::new_only);
 }
 
-void target_watch::leave_restarted_to_kubelet() {
-  if (attach()) signal_attached(signal_sender::kubelet, signal_scope::new_only);
+void target_watch::leave_restarted_to_kubelet(const kubelet_handoff& kubelet) {
+  if (attach()) signal_attached(&kubelet, signal_scope::new_only);
 }
 
 void target_watch::signal_child() {
@@ -213,22 +212,22 @@ void target_watch::signal_child() {
   if (!sent) return log_loop_failure(log_, sent.error());
   if (!sent.value()) return on_.target_missed("the child has already exited");
   child_signalled_ = true;
-  status_.target.running = false;
-  status_.target.detail = fmt::format("{} (pid {}) had {} at {} ({})", child_name(), child_->pid(),
-                                      sig, wall_now(), status_.drain_cause);
-  ++status_.signals_forwarded;
-  events_.record(event_kind::SignalForwarded, status_.drain_cause, "sent " + sig + " to the child",
+  row_.running = false;
+  row_.detail = fmt::format("{} (pid {}) had {} at {} ({})", child_name(), child_->pid(), sig,
+                            wall_now(), sequence_.cause());
+  ++row_.signals_forwarded;
+  events_.record(event_kind::SignalForwarded, sequence_.cause(), "sent " + sig + " to the child",
                  {{"target_pid", std::to_string(child_->pid())}, {"signal", sig}});
 }
 
-// With signal_sender::kubelet nothing is sent: kubelet's graceful node shutdown sends it, and the
+// With a kubelet handoff nothing is sent: kubelet's graceful node shutdown sends it, and the
 // target is recorded as left to kubelet and watched as if the shim had signalled it (so a restarted
-// shim sends none either). With signal_sender::shim and signal_scope::owed, a process left to
+// shim sends none either). With none and signal_scope::owed, a process left to
 // kubelet gets the shim's one signal (kubelet went first) and is the shim's in the record from then
 // on, so that a restart after it sends none. signal_scope::new_only reaches only processes the
 // record does not know: restarted during the hold (TargetRestarted).
-void target_watch::signal_attached(signal_sender sender, signal_scope scope) {
-  const bool by_kubelet = sender == signal_sender::kubelet;
+void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope scope) {
+  const bool by_kubelet = kubelet != nullptr;
   const bool restarted = scope == signal_scope::new_only;
   const std::string sig = signal_name(cfg_.signal);
   const auto found = resolve_target(cfg_.target);
@@ -265,7 +264,7 @@ void target_watch::signal_attached(signal_sender sender, signal_scope scope) {
     save_record();
     log_fields fields{{"target_pid", std::to_string(pid)}};
     if (by_kubelet) {
-      for (auto& f : status_.kubelet.window_fields()) fields.push_back(std::move(f));
+      fields.insert(fields.end(), kubelet->fields.begin(), kubelet->fields.end());
     } else {
       const auto delivered = process->send_signal(cfg_.signal);
       if (!delivered) {
@@ -273,16 +272,15 @@ void target_watch::signal_attached(signal_sender sender, signal_scope scope) {
         continue;
       }
       if (!delivered.value()) continue;
-      ++status_.signals_forwarded;
+      ++row_.signals_forwarded;
       fields.emplace_back("signal", sig);
       if (taken_back) fields.emplace_back("instead_of", "kubelet");
     }
-    const auto& plan = status_.kubelet.plan();
-    const std::string kubelet_window = plan ? plan->sigterm_window() : "?";
+    const std::string kubelet_window = by_kubelet ? kubelet->window : "?";
     if (restarted) {
       fields.emplace_back("signal_by", by_kubelet ? "kubelet" : "shim");
       events_.record(
-          event_kind::TargetRestarted, status_.drain_cause,
+          event_kind::TargetRestarted, sequence_.cause(),
           fmt::format("{} (pid {}) ran again during the hold without the signal: {}",
                       describe_target(cfg_.target), pid,
                       by_kubelet ? fmt::format("kubelet stops it at its group's turn ({}), the "
@@ -291,13 +289,13 @@ void target_watch::signal_attached(signal_sender sender, signal_scope scope) {
                                  : "sent it " + sig + ", its one"),
           fields);
     } else if (by_kubelet) {
-      events_.record(event_kind::SignalLeftToKubelet, status_.drain_cause,
+      events_.record(event_kind::SignalLeftToKubelet, sequence_.cause(),
                      fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
                                  "counts kubelet's as the one",
                                  describe_target(cfg_.target), kubelet_window),
                      fields);
     } else {
-      events_.record(event_kind::SignalForwarded, status_.drain_cause,
+      events_.record(event_kind::SignalForwarded, sequence_.cause(),
                      fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
                                  taken_back ? ": kubelet went before it had exited" : ""),
                      fields);
@@ -338,7 +336,7 @@ bool target_watch::looking() const {
   // During a hold, once every target process has exited: kubelet restarts a static pod's container
   // that exits, and a new kube-apiserver must get its signal too (issue 32).
   if (sequence_.holding()) return present_.empty() && signalled_.empty();
-  return !sequence_.draining() && (!status_.target.running || sequence_.waiting_for_target());
+  return !sequence_.draining() && (!row_.running || sequence_.waiting_for_target());
 }
 
 // Whether a target process runs that did not have the signal (from this run or, per the record,
@@ -391,9 +389,8 @@ void target_watch::search() {
   if (target_counts()) return target_found();
   // Once a target has run, the line keeps saying what became of it.
   if (!seen_) {
-    status_.target.detail = found.pids.empty()
-                                ? "not found yet: " + found.reason
-                                : "not found yet: only processes that had the signal run";
+    row_.detail = found.pids.empty() ? "not found yet: " + found.reason
+                                     : "not found yet: only processes that had the signal run";
   }
   arm_search(sequence_.holding() ? hold_backoff_.next() : backoff_.next());
 }
@@ -410,26 +407,26 @@ result<> target_watch::watch_present(process_handle process) {
 
 void target_watch::target_found() {
   seen_ = true;
-  if (!status_.target.running) {
+  if (!row_.running) {
     std::string pids;
     for (const auto& [pid, p] : present_) {
       if (signalled_.count(pid) || shutdown_.was_signalled(p.identity)) continue;
-      if (!status_.target.running) {
-        status_.target.detail = fmt::format("{} (pid {})", p.name, pid);
+      if (!row_.running) {
+        row_.detail = fmt::format("{} (pid {})", p.name, pid);
       } else {
-        status_.target.detail += fmt::format(", {} (pid {})", p.name, pid);
+        row_.detail += fmt::format(", {} (pid {})", p.name, pid);
       }
       if (pids.empty()) read_command_line(pid);
       pids += (pids.empty() ? "" : ",") + std::to_string(pid);
-      status_.target.running = true;
+      row_.running = true;
     }
     events_.record(event_kind::TargetRunning, "found",
-                   fmt::format("the target is running: {}", status_.target.detail),
+                   fmt::format("the target is running: {}", row_.detail),
                    {{"target_pid", pids}, {"target", describe_target(cfg_.target)}});
     on_.row_changed();
   }
   if (sequence_.waiting_for_target()) {
-    log_.notice("a target is running again", {{"target", status_.target.detail}});
+    log_.notice("a target is running again", {{"target", row_.detail}});
     on_.target_running_again();
   }
   if (sequence_.holding()) on_.target_started();
@@ -448,17 +445,17 @@ void target_watch::on_present_exit(pid_t pid) {
   const std::string name = it->second.name;
   present_.erase(it);
   // It had the signal (the check failed then), or another target still runs.
-  if (!status_.target.running || target_counts()) {
+  if (!row_.running || target_counts()) {
     // The last of a hold's signalled processes: kubelet may start one again.
     if (looking() && !searching_) look_for_target();
     return;
   }
-  status_.target.running = false;
+  row_.running = false;
   // Not the shim's child, so its status cannot be known: waitid(P_PIDFD) answers ECHILD for
   // another's child, and /proc/PID/stat's exit_code (field 52) lasts only until the parent
   // (kubelet's runtime, systemd) reaps the zombie, which it does at once. Only "exited".
-  status_.target.detail = fmt::format("{} (pid {}) exited at {}", name, pid, wall_now());
-  events_.record(event_kind::TargetLost, "pidfd", "the target exited: " + status_.target.detail,
+  row_.detail = fmt::format("{} (pid {}) exited at {}", name, pid, wall_now());
+  events_.record(event_kind::TargetLost, "pidfd", "the target exited: " + row_.detail,
                  {{"target_pid", std::to_string(pid)}, {"target", describe_target(cfg_.target)}});
   on_.row_changed();
   if (looking()) look_for_target();
@@ -466,10 +463,10 @@ void target_watch::on_present_exit(pid_t pid) {
 
 // The signal went out: the processes that had it no longer count as the target.
 void target_watch::after_signal() {
-  if (!status_.target.running || target_counts()) return;
-  status_.target.running = false;
-  status_.target.detail = fmt::format("{} had {} at {} ({})", describe_target(cfg_.target),
-                                      signal_name(cfg_.signal), wall_now(), status_.drain_cause);
+  if (!row_.running || target_counts()) return;
+  row_.running = false;
+  row_.detail = fmt::format("{} had {} at {} ({})", describe_target(cfg_.target),
+                            signal_name(cfg_.signal), wall_now(), sequence_.cause());
 }
 
 void target_watch::on_child_exit(int code) {
@@ -479,12 +476,12 @@ void target_watch::on_child_exit(int code) {
       {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
   // The check fails in this loop iteration; outside a shutdown the sequence then ends the shim
   // with the child's code, as a container's init does.
-  status_.target.running = false;
-  status_.target.detail = fmt::format("{} (pid {}) exited, {} at {}", child_name(), child_->pid(),
-                                      describe_exit_code(code), wall_now());
+  row_.running = false;
+  row_.detail = fmt::format("{} (pid {}) exited, {} at {}", child_name(), child_->pid(),
+                            describe_exit_code(code), wall_now());
   if (!child_signalled_) {
     events_.record(
-        event_kind::TargetLost, "child", "the target exited: " + status_.target.detail,
+        event_kind::TargetLost, "child", "the target exited: " + row_.detail,
         {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
   }
   on_.target_exited(detail);

@@ -13,14 +13,15 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "core/shim_status.hpp"
 #include "core/shutdown_sequence.hpp"
 #include "log/event_recorder.hpp"
 #include "log/logger.hpp"
 #include "process/child_process.hpp"
+#include "process/kubelet_handoff.hpp"
 #include "process/signal_record.hpp"
 #include "process/target.hpp"
 #include "process/target_events.hpp"
+#include "process/target_row.hpp"
 #include "util/backoff.hpp"
 #include "util/result.hpp"
 
@@ -31,8 +32,9 @@ std::string describe_target(const target_spec& spec);
 
 // The target edge: the wrapped child, or the processes found in attach mode, each watched through
 // its pidfd; the search for them; the one signal; and the record of signalled processes that
-// keeps a restarted shim from sending a second. It writes the target row of shim_status (and the
-// count of signals sent) and reports what the state machine must hear through target_events.
+// keeps a restarted shim from sending a second. It writes the target row of the readiness table
+// (and the count of signals sent) and reports what the state machine must hear through
+// target_events.
 //
 // Attach mode: every target process found is watched whether or not a shutdown is under way;
 // while none runs that did not have the signal, it is looked for with capped backoff, during a
@@ -50,7 +52,7 @@ class target_watch {
   };
 
   target_watch(boost::asio::io_context& io, const config& cfg, logger& log, event_recorder& events,
-               shim_status& status, const shutdown_sequence& sequence, target_events& on);
+               target_row& row, const shutdown_sequence& sequence, target_events& on);
   target_watch(const target_watch&) = delete;
   target_watch& operator=(const target_watch&) = delete;
 
@@ -73,12 +75,12 @@ class target_watch {
   // The shim's one signal to the target (forward_signal), or none sent and kubelet's counted as
   // the one (count_kubelet_signal).
   void forward_signal();
-  void leave_signal_to_kubelet();
+  void leave_signal_to_kubelet(const kubelet_handoff& kubelet);
   // Target processes this shutdown has not met yet (kubelet restarted kube-apiserver): the shim's
   // one signal to them, or theirs left to kubelet. One that had the signal, or was left to
   // kubelet, is never signalled again.
   void signal_restarted();
-  void leave_restarted_to_kubelet();
+  void leave_restarted_to_kubelet(const kubelet_handoff& kubelet);
   // The sequence asks for a target again (watch_target), or settled out of a drain.
   void look_for_target();
   void settled();
@@ -93,7 +95,6 @@ class target_watch {
   void reap_orphans();
 
  private:
-  enum class signal_sender { shim, kubelet };
   // Which processes a signal goes to: every target not signalled yet (a process left to kubelet
   // taken back by the shim), or only those the record does not know (restarted ones).
   enum class signal_scope { owed, new_only };
@@ -101,7 +102,8 @@ class target_watch {
   bool looking() const;
   bool target_counts() const;
   void signal_child();
-  void signal_attached(signal_sender sender, signal_scope scope);
+  // kubelet: when kubelet sends it (none: the shim does).
+  void signal_attached(const kubelet_handoff* kubelet, signal_scope scope);
   void read_command_line(pid_t pid);
   result<> watch_signalled(process_handle process);
   void arm_search(backoff::duration delay);
@@ -118,7 +120,7 @@ class target_watch {
   const config& cfg_;
   logger& log_;
   event_recorder& events_;
-  shim_status& status_;
+  target_row& row_;
   const shutdown_sequence& sequence_;
   target_events& on_;
 

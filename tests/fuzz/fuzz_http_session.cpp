@@ -23,11 +23,11 @@
 #include <memory>
 #include <string_view>
 
-#include "core/shim_status.hpp"
 #include "http/http_answer.hpp"
 #include "http/http_connections.hpp"
 #include "http/http_session.hpp"
 #include "http/prometheus_metrics.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace {
 

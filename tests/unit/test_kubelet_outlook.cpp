@@ -10,10 +10,10 @@
 #include <iostream>
 #include <limits>
 
-#include "core/shim_status.hpp"
 #include "kubelet/kubelet_outlook.hpp"
 #include "kubelet/kubelet_watch.hpp"
 #include "log_test_support.hpp"
+#include "readiness/shim_status.hpp"
 #include "run_until.hpp"
 #include "test_child.hpp"
 

@@ -10,11 +10,11 @@
 #include <fstream>
 #include <string>
 
-#include "core/shim_status.hpp"
 #include "event_log_builder.hpp"
 #include "http/http_answer.hpp"
 #include "http/prometheus_metrics.hpp"
 #include "http/readiness_server.hpp"
+#include "readiness/shim_status.hpp"
 #include "report/previous_shutdown.hpp"
 #include "report/shutdown_history.hpp"
 

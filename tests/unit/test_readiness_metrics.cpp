@@ -38,7 +38,7 @@ TEST(RenderMetrics, RequestCountsStartAtZeroForEveryHandlerAndCode) {
 
 TEST(RenderMetrics, ReadyNode) {
   auto status = ready_status();
-  status.signals_forwarded = 0;
+  status.target.signals_forwarded = 0;
   const auto text = render_metrics(status, {});
   for (const auto* line : {
            "shutdown_shim_ready 1",
@@ -68,7 +68,7 @@ TEST(RenderMetrics, DrainingNodeWithShortLogindDelay) {
   start_drain(status);
   status.logind.inhibitor = logind_row::inhibitor_state::released;
   status.logind.delay_max_usec = 5'000'000;
-  status.signals_forwarded = 2;
+  status.target.signals_forwarded = 2;
   status.drain_delay = 1500ms;
   http_request_counts counts;
   for (int i = 0; i < 7; ++i) counts.add(http_handler::readyz, 200);
@@ -199,7 +199,7 @@ std::map<std::string, shim_status> metric_states() {
   out["ready"].previous = previous;
   out["draining"] = out["ready"];
   start_drain(out["draining"]);
-  out["draining"].signals_forwarded = 1;
+  out["draining"].target.signals_forwarded = 1;
   out["released"] = out["draining"];
   out["released"].logind.inhibitor = state::released;
   out["released"].target = {true, false, "kube-apiserver (pid 812) exited"};

@@ -7,10 +7,10 @@
 #include <map>
 #include <sstream>
 
-#include "core/shim_status.hpp"
 #include "http/http_answer.hpp"
 #include "http/prometheus_metrics.hpp"
 #include "http/readiness_server.hpp"
+#include "readiness/shim_status.hpp"
 
 namespace shim {
 namespace {

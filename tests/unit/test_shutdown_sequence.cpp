@@ -966,26 +966,29 @@ TEST(ShutdownSequence, TimeArithmeticSaturates) {
 
 TEST(ShutdownSequence, SigtermForwardingPolicy) {
   using fd = seq::forward_decision;
+  // --forward-on-sigterm=always, never, auto.
+  const std::optional<bool> always = true, never = false, automatic = std::nullopt;
   struct row {
-    forward_policy policy;
+    std::optional<bool> policy;
     bool wrapper;
     bool uses_bus;
     fd want;
   };
   const row rows[] = {
-      {forward_policy::always, false, true, fd::forward},
-      {forward_policy::always, true, false, fd::forward},
-      {forward_policy::never, true, true, fd::skip},
-      {forward_policy::never, false, true, fd::skip},
-      {forward_policy::automatic, true, true, fd::forward},
-      {forward_policy::automatic, true, false, fd::forward},
-      {forward_policy::automatic, false, true, fd::ask_system_state},
-      {forward_policy::automatic, false, false, fd::skip},
+      {always, false, true, fd::forward},
+      {always, true, false, fd::forward},
+      {never, true, true, fd::skip},
+      {never, false, true, fd::skip},
+      {automatic, true, true, fd::forward},
+      {automatic, true, false, fd::forward},
+      {automatic, false, true, fd::ask_system_state},
+      {automatic, false, false, fd::skip},
   };
   for (const auto& r : rows) {
     const auto got = seq::sigterm_forwarding(r.policy, r.wrapper, r.uses_bus);
-    EXPECT_EQ(got.decision, r.want) << "policy " << static_cast<int>(r.policy) << " wrapper "
-                                    << r.wrapper << " bus " << r.uses_bus;
+    EXPECT_EQ(got.decision, r.want)
+        << "policy " << (r.policy ? (*r.policy ? "always" : "never") : "auto") << " wrapper "
+        << r.wrapper << " bus " << r.uses_bus;
     EXPECT_FALSE(got.why.empty());
   }
 }

@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "core/shim_status.hpp"
 #include "core/shutdown_sequence.hpp"
 #include "log/event_recorder.hpp"
 #include "log/logger.hpp"
 #include "log_test_support.hpp"
 #include "process/target_watch.hpp"
+#include "readiness/shim_status.hpp"
 #include "run_until.hpp"
 #include "test_child.hpp"
 
@@ -39,7 +39,7 @@ struct watch_run final : target_events {
   }
 
   void make_watch() {
-    watch = std::make_unique<target_watch>(io, cfg, log, events, status, sequence, *this);
+    watch = std::make_unique<target_watch>(io, cfg, log, events, status.target, sequence, *this);
     watch->start();
   }
 
@@ -110,7 +110,7 @@ TEST(TargetWatch, OneSignalAndNoneFromARestartedWatchReadingTheSameRecord) {
     watch_run first(name, state.path());
     first.watch->remember_shutdown(shutdown_sequence::clock::now(), "PrepareForShutdown(true)");
     first.watch->forward_signal();
-    EXPECT_EQ(first.status.signals_forwarded, 1u);
+    EXPECT_EQ(first.status.target.signals_forwarded, 1u);
     EXPECT_FALSE(first.status.target.running) << "a target that had the signal does not count";
     ASSERT_EQ(first.records("SignalForwarded").size(), 1u);
     EXPECT_EQ(target->sigterms_so_far(), 1);
@@ -131,7 +131,7 @@ TEST(TargetWatch, OneSignalAndNoneFromARestartedWatchReadingTheSameRecord) {
   EXPECT_EQ(resumed.cause, "PrepareForShutdown(true)");
   second.watch->forward_signal();
   EXPECT_EQ(target->sigterms_so_far(), 0);
-  EXPECT_EQ(second.status.signals_forwarded, 0u);
+  EXPECT_EQ(second.status.target.signals_forwarded, 0u);
   EXPECT_TRUE(second.records("SignalForwarded").empty());
   EXPECT_TRUE(second.missed.empty()) << "a target that had its signal is not a missed one";
 }
@@ -153,7 +153,7 @@ TEST(TargetWatch, ATargetSignalledBeforeACancelGetsNoneAfterARestart) {
   EXPECT_FALSE(second.watch->resumable());
   second.watch->forward_signal();
   EXPECT_EQ(target->sigterms_so_far(), 0);
-  EXPECT_EQ(second.status.signals_forwarded, 0u);
+  EXPECT_EQ(second.status.target.signals_forwarded, 0u);
 }
 
 TEST(TargetWatch, LeftToKubeletSendsNoneThenTheShimsOneWhenKubeletGoes) {
@@ -162,10 +162,10 @@ TEST(TargetWatch, LeftToKubeletSendsNoneThenTheShimsOneWhenKubeletGoes) {
   auto target = test_child::counting(name);
   watch_run run(name, state.path());
   run.watch->remember_shutdown(shutdown_sequence::clock::now(), "PrepareForShutdown(true)");
-  run.watch->leave_signal_to_kubelet();
+  run.watch->leave_signal_to_kubelet(run.status.kubelet.handoff());
   EXPECT_EQ(target->sigterms_so_far(), 0);
   EXPECT_EQ(run.records("SignalLeftToKubelet").size(), 1u);
-  EXPECT_EQ(run.status.signals_forwarded, 0u);
+  EXPECT_EQ(run.status.target.signals_forwarded, 0u);
 
   // kubelet's lock went first: the shim's one signal, marked as instead of kubelet's.
   run.watch->forward_signal();
@@ -192,7 +192,7 @@ TEST(TargetWatch, NoTargetRunningIsReportedAsMissedWithTheReason) {
   ASSERT_EQ(run.missed.size(), 1u);
   EXPECT_EQ(run.missed[0],
             fmt::format("no process named {} owned by uid {}", unique_name("n"), ::getuid()));
-  EXPECT_EQ(run.status.signals_forwarded, 0u);
+  EXPECT_EQ(run.status.target.signals_forwarded, 0u);
 }
 
 TEST(TargetWatch, TheSignalledTargetsExitReachesTheSequenceOnce) {
@@ -227,7 +227,7 @@ TEST(TargetWatch, AFailedSignalToTheChildIsLoggedNotThrownIntoTheLoop) {
       std::string::npos)
       << run.log_output.text();
   EXPECT_TRUE(run.missed.empty());
-  EXPECT_EQ(run.status.signals_forwarded, 0u);
+  EXPECT_EQ(run.status.target.signals_forwarded, 0u);
   EXPECT_TRUE(run.records("SignalForwarded").empty());
   EXPECT_TRUE(run.watch->child()->running());
 
@@ -285,7 +285,7 @@ TEST(TargetWatch, ATargetRestartedDuringTheHoldIsFoundAndGetsItsOneSignal) {
   ASSERT_EQ(restarted.size(), 1u);
   EXPECT_EQ(test::get(restarted[0], "target_pid").text, std::to_string(second->pid()));
   EXPECT_EQ(test::get(restarted[0], "signal_by").text, "shim");
-  EXPECT_EQ(run.status.signals_forwarded, 2u);
+  EXPECT_EQ(run.status.target.signals_forwarded, 2u);
   // Asked again: nothing new runs.
   run.watch->signal_restarted();
   run.watch->forward_signal();

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "core/shim_status.hpp"
 #include "http/http_answer.hpp"
 #include "http/prometheus_metrics.hpp"
 #include "http/readiness_server.hpp"
 #include "log/event_log.hpp"
 #include "log_test_support.hpp"
+#include "readiness/shim_status.hpp"
 #include "upstream/upstream_check.hpp"
 
 namespace shim {

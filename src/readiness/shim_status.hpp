@@ -11,6 +11,7 @@
 #include "apiserver/signal_plan.hpp"
 #include "kubelet/kubelet_outlook.hpp"
 #include "logind/logind_row.hpp"
+#include "process/target_row.hpp"
 #include "report/previous_shutdown.hpp"
 #include "upstream/upstream_status.hpp"
 
@@ -45,12 +46,7 @@ struct shim_status {
   std::uint64_t drills = 0;  // started since the shim started
 
   // The target check, when a target is configured (a wrapped child or a --target-* flag).
-  struct target_state {
-    bool configured = false;
-    bool running = false;  // a target runs that has not had the shutdown's signal
-    std::string detail;    // what runs ("pid 812"), or why none counts
-  };
-  target_state target;
+  target_row target;
 
   // The upstream check: only with --upstream-readyz.
   std::optional<upstream_status> upstream;
@@ -69,7 +65,6 @@ struct shim_status {
 
   std::chrono::nanoseconds drain_delay{0};
   std::chrono::nanoseconds hold_needed{0};  // drain-delay + exit-timeout
-  std::uint64_t signals_forwarded = 0;
 
   // What the event log says of the last shutdown of an earlier boot, read once at start; none
   // when there is no such shutdown (or no event log).

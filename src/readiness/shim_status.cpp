@@ -1,4 +1,4 @@
-#include "core/shim_status.hpp"
+#include "readiness/shim_status.hpp"
 
 #include <fmt/format.h>
 
