@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "config/flag_values.hpp"
-#include "config/listen_address.hpp"
 #include "config/subcommand.hpp"
-#include "config/target_spec.hpp"
 #include "config/usage_error.hpp"
+#include "http/listen_address.hpp"
 #include "log/log_format.hpp"
+#include "process/target_spec.hpp"
 #include "upstream/upstream_settings.hpp"
 
 namespace shim {

@@ -50,16 +50,27 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       notifier_(io, status_, log),
       logind_(cfg.inhibit == inhibit_mode::off
                   ? nullptr
-                  : std::make_unique<logind_edge>(io, cfg, log, events, status_.logind,
-                                                  static_cast<logind_events&>(*this))),
+                  : std::make_unique<logind_edge>(
+                        io,
+                        logind_settings{.drain_delay = cfg.drain_delay,
+                                        .exit_timeout = cfg.exit_timeout,
+                                        .ensure_inhibit_delay = cfg.ensure_inhibit_delay,
+                                        .logind_conf_dir = cfg.logind_conf_dir},
+                        log, events, status_.logind, static_cast<logind_events&>(*this))),
       control_(io,
                {.drain_delay = cfg.drain_delay,
                 .exit_timeout = cfg.exit_timeout,
                 .signal = signal_name(cfg.signal),
                 .sigterm_policy = sigterm_forwarding(cfg).why},
                runner_, lb_, status_, log, events),
-      kubelet_(io, cfg, log, status_.kubelet, *this),
-      target_(io, cfg, log, events, status_.target, runner_.sequence(), *this),
+      kubelet_(io,
+               {.kubelet_config = cfg.kubelet_config,
+                .static_pod_manifest = cfg.static_pod_manifest,
+                .logind_conf_dir = cfg.logind_conf_dir,
+                .bus = cfg.inhibit != inhibit_mode::off},
+               log, status_.kubelet, *this),
+      target_(io, {.target = cfg.target, .signal = cfg.signal, .state_dir = state_directory(cfg)},
+              log, events, status_.target, runner_.sequence(), *this),
       signals_(io, *this),
       planner_(io, status_, notifier_, log),
       records_(cfg, events, status_, target_),
@@ -148,11 +159,11 @@ void shutdown_shim::carry_out(const seq::action& a) {
     case kind::forward_signal:
       return target_.forward_signal();
     case kind::count_kubelet_signal:
-      return target_.leave_signal_to_kubelet(status_.kubelet.handoff());
+      return target_.leave_signal_to_kubelet(status_.handoff_to_kubelet());
     case kind::signal_restarted:
       return target_.signal_restarted();
     case kind::leave_restarted_to_kubelet:
-      return target_.leave_restarted_to_kubelet(status_.kubelet.handoff());
+      return target_.leave_restarted_to_kubelet(status_.handoff_to_kubelet());
     case kind::watch_target:
       return target_.look_for_target();
     case kind::arm_timer:

@@ -5,10 +5,10 @@
 #include <memory>
 #include <vector>
 
-#include "config/listen_address.hpp"
 #include "http/http_answer.hpp"
 #include "http/http_limits.hpp"
 #include "http/http_request_counts.hpp"
+#include "http/listen_address.hpp"
 #include "readiness/shim_status.hpp"
 
 namespace shim {

@@ -303,8 +303,4 @@ log_fields kubelet_outlook::fields() const {
   return f;
 }
 
-kubelet_handoff kubelet_outlook::handoff() const {
-  return {.window = active_plan_ ? active_plan_->sigterm_window() : "?", .fields = window_fields()};
-}
-
 }  // namespace shim

@@ -8,7 +8,6 @@
 
 #include "kubelet/kubelet_shutdown.hpp"
 #include "log/log_line.hpp"
-#include "process/kubelet_handoff.hpp"
 #include "util/result.hpp"
 
 namespace shim {
@@ -107,8 +106,6 @@ class kubelet_outlook {
   log_fields fields() const;
   // kubelet's SIGTERM and SIGKILL windows, in seconds from the shutdown; empty without a plan.
   log_fields window_fields() const;
-  // The window in words and fields, for the target's record of a signal left to kubelet.
-  kubelet_handoff handoff() const;
   // kubelet stops etcd no later than kube-apiserver (kubeadm gives both the same priority): every
   // request kube-apiserver needs etcd for fails during its drain. Known only with kubelet's plan
   // and etcd's manifest (--static-pod-manifest naming kubelet's directory).

@@ -13,7 +13,7 @@ void kubelet_watch::start() {
   read_files();
   // With logind, what kubelet does turns on its lock: said once the locks are listed, not once
   // before (without a lock) and again after.
-  if (cfg_.inhibit == inhibit_mode::off) said();
+  if (!cfg_.bus) said();
 }
 
 void kubelet_watch::read_files() {

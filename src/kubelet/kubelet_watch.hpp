@@ -8,13 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
 #include "kubelet/kubelet_events.hpp"
 #include "kubelet/kubelet_outlook.hpp"
 #include "log/logger.hpp"
 #include "logind/logind_inhibitor.hpp"
-#include "process/signal_record.hpp"
-#include "process/target.hpp"
+#include "util/exit_watcher.hpp"
+#include "util/process_identity.hpp"
 
 namespace shim {
 
@@ -34,9 +33,16 @@ namespace shim {
 // lock went and the process is gone too, or cannot be watched.
 class kubelet_watch {
  public:
-  kubelet_watch(boost::asio::io_context& io, const config& cfg, logger& log,
-                kubelet_outlook& outlook, kubelet_events& on)
-      : cfg_(cfg), log_(log), outlook_(outlook), on_(on), watcher_(io) {}
+  struct settings {
+    std::string kubelet_config;       // --kubelet-config; empty: not read
+    std::string static_pod_manifest;  // --static-pod-manifest; empty: not read
+    std::string logind_conf_dir;      // where kubelet's logind drop-in is looked for
+    bool bus = true;                  // false with --inhibit=off: no list of locks will come
+  };
+
+  kubelet_watch(boost::asio::io_context& io, settings cfg, logger& log, kubelet_outlook& outlook,
+                kubelet_events& on)
+      : cfg_(std::move(cfg)), log_(log), outlook_(outlook), on_(on), watcher_(io) {}
 
   // With --kubelet-config or --static-pod-manifest, reads them now; without, there is nothing to
   // read until kubelet's lock shows. What the outlook is, is logged once logind's locks are first
@@ -53,7 +59,7 @@ class kubelet_watch {
   void watch_process(std::uint32_t pid);
   void on_process_exit();
 
-  const config& cfg_;
+  const settings cfg_;
   logger& log_;
   kubelet_outlook& outlook_;
   kubelet_events& on_;

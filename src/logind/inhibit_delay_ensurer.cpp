@@ -11,7 +11,7 @@
 namespace shim {
 
 inhibit_delay_ensurer::inhibit_delay_ensurer(boost::asio::io_context& io, logger& log,
-                                             event_recorder& events, const config& cfg,
+                                             event_recorder& events, const logind_settings& cfg,
                                              bus_calls calls, handlers h)
     : log_(log),
       events_(events),

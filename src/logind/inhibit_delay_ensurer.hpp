@@ -8,9 +8,9 @@
 #include <optional>
 #include <string>
 
-#include "config/config.hpp"
 #include "log/event_log.hpp"
 #include "logind/logind_config.hpp"
+#include "logind/logind_settings.hpp"
 #include "util/backoff.hpp"
 #include "util/result.hpp"
 
@@ -38,7 +38,7 @@ class inhibit_delay_ensurer {
   };
 
   inhibit_delay_ensurer(boost::asio::io_context& io, logger& log, event_recorder& events,
-                        const config& cfg, bus_calls calls, handlers h);
+                        const logind_settings& cfg, bus_calls calls, handlers h);
   inhibit_delay_ensurer(const inhibit_delay_ensurer&) = delete;
   inhibit_delay_ensurer& operator=(const inhibit_delay_ensurer&) = delete;
 

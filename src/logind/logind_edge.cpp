@@ -6,9 +6,9 @@
 
 namespace shim {
 
-logind_edge::logind_edge(boost::asio::io_context& io, const config& cfg, logger& log,
+logind_edge::logind_edge(boost::asio::io_context& io, logind_settings cfg, logger& log,
                          event_recorder& events, logind_row& row, logind_events& on)
-    : io_(io), cfg_(cfg), log_(log), events_(events), row_(row), on_(on) {}
+    : io_(io), cfg_(std::move(cfg)), log_(log), events_(events), row_(row), on_(on) {}
 
 void logind_edge::start() {
   const auto why = fmt::format(

@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
 #include "log/event_recorder.hpp"
 #include "log/logger.hpp"
 #include "logind/bus_link.hpp"
@@ -15,6 +14,7 @@
 #include "logind/logind_events.hpp"
 #include "logind/logind_inhibitor.hpp"
 #include "logind/logind_row.hpp"
+#include "logind/logind_settings.hpp"
 #include "logind/systemd_manager.hpp"
 #include "util/result.hpp"
 
@@ -26,7 +26,7 @@ namespace shim {
 // reports what the state machine must hear through logind_events. Absent with --inhibit=off.
 class logind_edge {
  public:
-  logind_edge(boost::asio::io_context& io, const config& cfg, logger& log, event_recorder& events,
+  logind_edge(boost::asio::io_context& io, logind_settings cfg, logger& log, event_recorder& events,
               logind_row& row, logind_events& on);
   logind_edge(const logind_edge&) = delete;
   logind_edge& operator=(const logind_edge&) = delete;
@@ -46,7 +46,7 @@ class logind_edge {
   void on_inhibit_delay(std::uint64_t usec);
 
   boost::asio::io_context& io_;
-  const config& cfg_;
+  const logind_settings cfg_;
   logger& log_;
   event_recorder& events_;
   logind_row& row_;

@@ -192,25 +192,6 @@ resolved_target resolve_name(const std::string& proc_root, const std::string& na
 
 }  // namespace
 
-result<std::optional<process_handle>> process_handle::open(pid_t pid) {
-  using opened = result<std::optional<process_handle>>;
-  const long fd = ::syscall(SYS_pidfd_open, pid, 0);
-  if (fd < 0) {
-    if (errno == ESRCH) return opened::success(std::nullopt);
-    return opened::failure(errno_text(errno, fmt::format("pidfd_open PID {}", pid)));
-  }
-  return opened::success(process_handle(pid, unique_fd(static_cast<int>(fd))));
-}
-
-result<bool> process_handle::send_signal(int signal) const {
-  if (::syscall(SYS_pidfd_send_signal, fd_.get(), signal, nullptr, 0) == 0) {
-    return result<bool>::success(true);
-  }
-  if (errno == ESRCH) return result<bool>::success(false);
-  return result<bool>::failure(
-      errno_text(errno, fmt::format("send signal {} to PID {}", signal, pid_)));
-}
-
 resolved_target resolve_target(const target_spec& spec, const std::string& proc_root) {
   if (spec.pid) return resolve_pid(proc_root, *spec.pid);
   if (!spec.pidfile.empty()) return resolve_pidfile(proc_root, spec.pidfile);
@@ -253,39 +234,6 @@ result<> check_target_at_start(const target_spec& spec) {
     }
   }
   return result<>::success();
-}
-
-result<> exit_watcher::watch(process_handle process, std::function<void(pid_t)> on_exit) {
-  const pid_t pid = process.pid();
-  unique_fd fd = process.release_fd();
-  if (!fd) return result<>::failure(errno_text(EBADF, fmt::format("watch PID {}", pid)));
-  watched_.emplace_back(io_);
-  const auto it = std::prev(watched_.end());
-  boost::system::error_code error;
-  it->assign(fd.get(), error);
-  if (error) {
-    watched_.erase(it);
-    return result<>::failure(errno_text(error.value(), fmt::format("watch PID {}", pid)));
-  }
-  fd.release();
-  // A pidfd becomes readable once the process has exited (zombie or reaped).
-  it->async_wait(
-      boost::asio::posix::stream_descriptor::wait_read,
-      [this, it, pid, on_exit = std::move(on_exit)](const boost::system::error_code& ec) mutable {
-        // Aborted by clear() or by the watcher's destruction: `this` may be gone.
-        if (ec == boost::asio::error::operation_aborted) return;
-        // Any other completion means the pidfd is done for: treat it as the exit.
-        auto handler = std::move(on_exit);
-        watched_.erase(it);
-        // Last, so that the handler may watch(), clear() or even destroy the watcher.
-        if (handler) handler(pid);
-      });
-  return result<>::success();
-}
-
-void exit_watcher::clear() {
-  // Destroying a descriptor closes the pidfd and completes its wait with operation_aborted.
-  watched_.clear();
 }
 
 }  // namespace shim

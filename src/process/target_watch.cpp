@@ -56,11 +56,11 @@ std::string describe_target(const target_spec& t) {
   return "none";
 }
 
-target_watch::target_watch(boost::asio::io_context& io, const config& cfg, logger& log,
+target_watch::target_watch(boost::asio::io_context& io, settings s, logger& log,
                            event_recorder& events, target_row& row,
                            const shutdown_sequence& sequence, target_events& on)
     : io_(io),
-      cfg_(cfg),
+      settings_(std::move(s)),
       log_(log),
       events_(events),
       row_(row),
@@ -68,16 +68,16 @@ target_watch::target_watch(boost::asio::io_context& io, const config& cfg, logge
       on_(on),
       watcher_(io),
       // The record protects attach-mode targets; a wrapper's child is new with every run.
-      record_(cfg.target.wrapper() ? std::string() : state_directory(cfg)),
+      record_(settings_.target.wrapper() ? std::string() : settings_.state_dir),
       timer_(io) {
-  row_.configured = cfg.target.any();
-  row_.detail = cfg.target.wrapper() ? "the command has not been started yet"
-                                     : "not found yet: " + describe_target(cfg.target);
+  row_.configured = settings_.target.any();
+  row_.detail = settings_.target.wrapper() ? "the command has not been started yet"
+                                           : "not found yet: " + describe_target(settings_.target);
 }
 
 // The wrapped command's name, as the target check's lines show it: "kube-apiserver".
 std::string target_watch::child_name() const {
-  return std::filesystem::path(cfg_.target.command.front()).filename().string();
+  return std::filesystem::path(settings_.target.command.front()).filename().string();
 }
 
 void target_watch::start() {
@@ -98,16 +98,16 @@ void target_watch::start() {
 }
 
 result<> target_watch::start_child() {
-  if (!cfg_.target.wrapper() || child_) return result<>::success();
+  if (!settings_.target.wrapper() || child_) return result<>::success();
   try {
-    child_ = std::make_unique<child_process>(io_, cfg_.target.command);
+    child_ = std::make_unique<child_process>(io_, settings_.target.command);
   } catch (const std::system_error& e) {
     return result<>::failure(e.what());
   }
-  log_.info("started the command",
-            {{"pid", std::to_string(child_->pid())}, {"command", cfg_.target.command.front()}});
+  log_.info("started the command", {{"pid", std::to_string(child_->pid())},
+                                    {"command", settings_.target.command.front()}});
   child_->on_exit([this](int code) { on_child_exit(code); });
-  on_.target_command_line(cfg_.target.command, "the wrapped command");
+  on_.target_command_line(settings_.target.command, "the wrapped command");
   row_.running = true;
   row_.detail = fmt::format("{} (pid {})", child_name(), child_->pid());
   events_.record(event_kind::TargetRunning, "child", "the target is running: " + row_.detail,
@@ -202,13 +202,13 @@ void target_watch::leave_restarted_to_kubelet(const kubelet_handoff& kubelet) {
 }
 
 void target_watch::signal_child() {
-  const std::string sig = signal_name(cfg_.signal);
+  const std::string sig = signal_name(settings_.signal);
   if (!child_->running()) return on_.target_missed("the child has already exited");
   if (child_signalled_) {
     log_.notice("the child already had its signal; not sending another");
     return;
   }
-  const auto sent = child_->send_signal(cfg_.signal);
+  const auto sent = child_->send_signal(settings_.signal);
   if (!sent) return log_loop_failure(log_, sent.error());
   if (!sent.value()) return on_.target_missed("the child has already exited");
   child_signalled_ = true;
@@ -229,8 +229,8 @@ void target_watch::signal_child() {
 void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope scope) {
   const bool by_kubelet = kubelet != nullptr;
   const bool restarted = scope == signal_scope::new_only;
-  const std::string sig = signal_name(cfg_.signal);
-  const auto found = resolve_target(cfg_.target);
+  const std::string sig = signal_name(settings_.signal);
+  const auto found = resolve_target(settings_.target);
   int sent = 0;
   for (pid_t pid : found.pids) {
     const auto identity = identify_process(pid);
@@ -259,14 +259,14 @@ void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope 
       had->left_to_kubelet = false;
       had->signalled_us = now_us;
     } else {
-      shutdown_.signalled.push_back({*identity, now_us, cfg_.signal, by_kubelet});
+      shutdown_.signalled.push_back({*identity, now_us, settings_.signal, by_kubelet});
     }
     save_record();
     log_fields fields{{"target_pid", std::to_string(pid)}};
     if (by_kubelet) {
       fields.insert(fields.end(), kubelet->fields.begin(), kubelet->fields.end());
     } else {
-      const auto delivered = process->send_signal(cfg_.signal);
+      const auto delivered = process->send_signal(settings_.signal);
       if (!delivered) {
         failed(delivered.error());
         continue;
@@ -282,7 +282,7 @@ void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope 
       events_.record(
           event_kind::TargetRestarted, sequence_.cause(),
           fmt::format("{} (pid {}) ran again during the hold without the signal: {}",
-                      describe_target(cfg_.target), pid,
+                      describe_target(settings_.target), pid,
                       by_kubelet ? fmt::format("kubelet stops it at its group's turn ({}), the "
                                                "shim sends none",
                                                kubelet_window)
@@ -292,11 +292,11 @@ void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope 
       events_.record(event_kind::SignalLeftToKubelet, sequence_.cause(),
                      fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
                                  "counts kubelet's as the one",
-                                 describe_target(cfg_.target), kubelet_window),
+                                 describe_target(settings_.target), kubelet_window),
                      fields);
     } else {
       events_.record(event_kind::SignalForwarded, sequence_.cause(),
-                     fmt::format("sent {} to {}{}", sig, describe_target(cfg_.target),
+                     fmt::format("sent {} to {}{}", sig, describe_target(settings_.target),
                                  taken_back ? ": kubelet went before it had exited" : ""),
                      fields);
     }
@@ -313,7 +313,7 @@ void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope 
     const std::string why =
         found.pids.empty() ? found.reason : "every target had exited before the signal";
     log_.warning("no target to signal",
-                 {{"target", describe_target(cfg_.target)}, {"reason", why}});
+                 {{"target", describe_target(settings_.target)}, {"reason", why}});
     on_.target_missed(why);
   }
 }
@@ -375,7 +375,7 @@ void target_watch::arm_search(backoff::duration delay) {
 // faults suite).
 void target_watch::search() {
   if (!looking()) return;
-  const auto found = resolve_target(cfg_.target);
+  const auto found = resolve_target(settings_.target);
   for (pid_t pid : found.pids) {
     if (present_.count(pid) || signalled_.count(pid)) continue;
     auto process = process_handle::open(pid);
@@ -422,7 +422,7 @@ void target_watch::target_found() {
     }
     events_.record(event_kind::TargetRunning, "found",
                    fmt::format("the target is running: {}", row_.detail),
-                   {{"target_pid", pids}, {"target", describe_target(cfg_.target)}});
+                   {{"target_pid", pids}, {"target", describe_target(settings_.target)}});
     on_.row_changed();
   }
   if (sequence_.waiting_for_target()) {
@@ -455,8 +455,9 @@ void target_watch::on_present_exit(pid_t pid) {
   // another's child, and /proc/PID/stat's exit_code (field 52) lasts only until the parent
   // (kubelet's runtime, systemd) reaps the zombie, which it does at once. Only "exited".
   row_.detail = fmt::format("{} (pid {}) exited at {}", name, pid, wall_now());
-  events_.record(event_kind::TargetLost, "pidfd", "the target exited: " + row_.detail,
-                 {{"target_pid", std::to_string(pid)}, {"target", describe_target(cfg_.target)}});
+  events_.record(
+      event_kind::TargetLost, "pidfd", "the target exited: " + row_.detail,
+      {{"target_pid", std::to_string(pid)}, {"target", describe_target(settings_.target)}});
   on_.row_changed();
   if (looking()) look_for_target();
 }
@@ -465,8 +466,8 @@ void target_watch::on_present_exit(pid_t pid) {
 void target_watch::after_signal() {
   if (!row_.running || target_counts()) return;
   row_.running = false;
-  row_.detail = fmt::format("{} had {} at {} ({})", describe_target(cfg_.target),
-                            signal_name(cfg_.signal), wall_now(), sequence_.cause());
+  row_.detail = fmt::format("{} had {} at {} ({})", describe_target(settings_.target),
+                            signal_name(settings_.signal), wall_now(), sequence_.cause());
 }
 
 void target_watch::on_child_exit(int code) {

@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <csignal>
 #include <map>
 #include <memory>
 #include <optional>
@@ -12,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "config/config.hpp"
 #include "core/shutdown_sequence.hpp"
 #include "log/event_recorder.hpp"
 #include "log/logger.hpp"
@@ -22,6 +22,7 @@
 #include "process/target.hpp"
 #include "process/target_events.hpp"
 #include "process/target_row.hpp"
+#include "process/target_spec.hpp"
 #include "util/backoff.hpp"
 #include "util/result.hpp"
 
@@ -51,7 +52,13 @@ class target_watch {
     bool unsignalled_running = false;  // a target process it did not signal runs
   };
 
-  target_watch(boost::asio::io_context& io, const config& cfg, logger& log, event_recorder& events,
+  struct settings {
+    target_spec target;
+    int signal = SIGTERM;
+    std::string state_dir;  // where the record of signalled processes is kept
+  };
+
+  target_watch(boost::asio::io_context& io, settings s, logger& log, event_recorder& events,
                target_row& row, const shutdown_sequence& sequence, target_events& on);
   target_watch(const target_watch&) = delete;
   target_watch& operator=(const target_watch&) = delete;
@@ -98,7 +105,7 @@ class target_watch {
   // Which processes a signal goes to: every target not signalled yet (a process left to kubelet
   // taken back by the shim), or only those the record does not know (restarted ones).
   enum class signal_scope { owed, new_only };
-  bool attach() const { return cfg_.target.any() && !cfg_.target.wrapper(); }
+  bool attach() const { return settings_.target.any() && !settings_.target.wrapper(); }
   bool looking() const;
   bool target_counts() const;
   void signal_child();
@@ -117,7 +124,7 @@ class target_watch {
   std::string child_name() const;
 
   boost::asio::io_context& io_;
-  const config& cfg_;
+  const settings settings_;
   logger& log_;
   event_recorder& events_;
   target_row& row_;

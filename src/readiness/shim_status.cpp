@@ -16,6 +16,11 @@ std::optional<std::string> shim_status::logind_delay_warning() const {
   return logind.delay_warning(hold_needed);
 }
 
+kubelet_handoff shim_status::handoff_to_kubelet() const {
+  const auto& plan = kubelet.plan();
+  return {.window = plan ? plan->sigterm_window() : "?", .fields = kubelet.window_fields()};
+}
+
 std::optional<bool> shim_status::lb_checks_shim(std::chrono::steady_clock::time_point now) const {
   if (last_probe && now - *last_probe <= kLbProbeWindow) return true;
   if (!listening_since || now - *listening_since < kLbProbeWindow) return std::nullopt;

@@ -11,6 +11,7 @@
 #include "apiserver/signal_plan.hpp"
 #include "kubelet/kubelet_outlook.hpp"
 #include "logind/logind_row.hpp"
+#include "process/kubelet_handoff.hpp"
 #include "process/target_row.hpp"
 #include "report/previous_shutdown.hpp"
 #include "upstream/upstream_status.hpp"
@@ -79,6 +80,9 @@ struct shim_status {
   // /readyz?verbose, /metrics and STATUS=: ready when every check passes, except those named in
   // `excluded` (kube's ?exclude=NAME; names of no check are ignored).
   bool ready(std::span<const std::string_view> excluded = {}) const;
+
+  // kubelet's SIGTERM window, for the target's record of a signal left to kubelet.
+  kubelet_handoff handoff_to_kubelet() const;
 
   // logind would end the hold before the shim does.
   bool logind_delay_too_short() const;

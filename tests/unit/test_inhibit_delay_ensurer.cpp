@@ -67,7 +67,7 @@ TEST_P(InhibitDelayEnsurer, Case) {
     std::ofstream(conf_dir / kShimDropinName)
         << "[Login]\nInhibitDelayMaxSec=" << *c.own_dropin << "\n";
   }
-  config cfg;
+  logind_settings cfg;
   cfg.drain_delay = 70s;
   cfg.exit_timeout = 65s;
   cfg.ensure_inhibit_delay = ensure_mode::best_effort;

@@ -434,7 +434,7 @@ TEST(KubeletWatch, TheOutlookIsSaidOnceAtStartInAFewWords) {
   std::ofstream(d / "kube-apiserver.yaml")
       << "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\n  namespace: "
          "kube-system\nspec:\n  priority: 2000001000\n  terminationGracePeriodSeconds: 5\n";
-  config cfg;
+  kubelet_watch::settings cfg;
   cfg.kubelet_config = (d / "config.yaml").string();
   cfg.static_pod_manifest = (d / "kube-apiserver.yaml").string();
   cfg.logind_conf_dir = d.string();
@@ -568,17 +568,18 @@ TEST(KubeletOutlook, AKubeletRunningOnWithoutItsLockStillSignals) {
 
 // A kubelet process to follow, and logind's list as the watch gets it.
 struct watched_kubelet {
-  watched_kubelet() {
-    std::ofstream(dir.path() + "/config.yaml")
+  watched_kubelet() { watch.start(); }
+  // kubelet's files in `d`, and the watch's settings naming them.
+  static kubelet_watch::settings files_in(const test::temp_dir& d) {
+    std::ofstream(d.path() + "/config.yaml")
         << "kind: KubeletConfiguration\nshutdownGracePeriod: 30s\n"
            "shutdownGracePeriodCriticalPods: 10s\n";
-    std::ofstream(dir.path() + "/kube-apiserver.yaml")
+    std::ofstream(d.path() + "/kube-apiserver.yaml")
         << "apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-apiserver\nspec:\n  priority: "
            "2000001000\n";
-    cfg.kubelet_config = dir.path() + "/config.yaml";
-    cfg.static_pod_manifest = dir.path() + "/kube-apiserver.yaml";
-    cfg.logind_conf_dir = dir.path();
-    watch.start();
+    return {.kubelet_config = d.path() + "/config.yaml",
+            .static_pod_manifest = d.path() + "/kube-apiserver.yaml",
+            .logind_conf_dir = d.path()};
   }
   static logind_inhibitor::listed_lock lock(std::string who, std::string why, pid_t pid) {
     return {.what = "shutdown",
@@ -595,14 +596,13 @@ struct watched_kubelet {
 
   test::temp_dir dir;
   std::unique_ptr<test_child> process = test_child::named("kubelet");
-  config cfg;
   boost::asio::io_context io;
   test::captured_output out;
   logger log{log_format::text, out.fd(), true};
   kubelet_outlook outlook{
       {.drain_delay = 1s, .hold_needed = 2s, .config_given = true, .manifest_given = true}};
   counted_kubelet_events heard;
-  kubelet_watch watch{io, cfg, log, outlook, heard};
+  kubelet_watch watch{io, files_in(dir), log, outlook, heard};
 };
 
 TEST(KubeletWatch, ALockClosedByAKubeletThatRunsOnIsNotKubeletGone) {

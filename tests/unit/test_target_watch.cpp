@@ -33,8 +33,9 @@ struct watch_run final : target_events {
     make_watch();
   }
   // Wrapper mode: the command is started by the test (start_child).
-  explicit watch_run(std::vector<std::string> command) {
+  explicit watch_run(std::vector<std::string> command, int signal = SIGTERM) {
     cfg.target.command = std::move(command);
+    cfg.signal = signal;
     make_watch();
   }
 
@@ -69,7 +70,7 @@ struct watch_run final : target_events {
     return out;
   }
 
-  config cfg;
+  target_watch::settings cfg;
   boost::asio::io_context io;
   test::captured_output log_output;
   logger log{log_format::text, log_output.fd(), false};
@@ -162,7 +163,7 @@ TEST(TargetWatch, LeftToKubeletSendsNoneThenTheShimsOneWhenKubeletGoes) {
   auto target = test_child::counting(name);
   watch_run run(name, state.path());
   run.watch->remember_shutdown(shutdown_sequence::clock::now(), "PrepareForShutdown(true)");
-  run.watch->leave_signal_to_kubelet(run.status.kubelet.handoff());
+  run.watch->leave_signal_to_kubelet(run.status.handoff_to_kubelet());
   EXPECT_EQ(target->sigterms_so_far(), 0);
   EXPECT_EQ(run.records("SignalLeftToKubelet").size(), 1u);
   EXPECT_EQ(run.status.target.signals_forwarded, 0u);
@@ -213,11 +214,10 @@ TEST(TargetWatch, TheSignalledTargetsExitReachesTheSequenceOnce) {
 // is thrown out of forward_signal: a throw skipped the rest of the sequence's batch (an arm_timer
 // among it), and the failure reached the log only through shutdown_shim::run()'s catch.
 TEST(TargetWatch, AFailedSignalToTheChildIsLoggedNotThrownIntoTheLoop) {
-  watch_run run(std::vector<std::string>{"sleep", "30"});
+  watch_run run(std::vector<std::string>{"sleep", "30"}, 1000);
   run.watch->start_child();
   ASSERT_NE(run.watch->child(), nullptr);
   const pid_t pid = run.watch->child()->pid();
-  run.cfg.signal = 1000;
   EXPECT_NO_THROW(run.watch->forward_signal());
   EXPECT_NE(
       run.log_output.text().find(fmt::format(

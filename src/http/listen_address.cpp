@@ -1,4 +1,4 @@
-#include "config/listen_address.hpp"
+#include "http/listen_address.hpp"
 
 #include <fmt/format.h>
 
