@@ -15,14 +15,6 @@ namespace {
 using http_status = boost::beast::http::status;
 using clock = shutdown_sequence::clock;
 
-std::string_view phase_name(const shutdown_sequence& s) {
-  if (s.drilling()) return "drill";
-  if (s.holding()) return "shutdown";
-  if (s.draining()) return "released";
-  if (s.waiting_for_target()) return "waiting-for-target";
-  return "idle";
-}
-
 }  // namespace
 
 control_desk::control_desk(boost::asio::io_context& io, settings s, sequence_runner& runner,
@@ -55,26 +47,25 @@ void control_desk::listen(const std::filesystem::path& dir) {
 }
 
 control_reply control_desk::status(bool json) const {
-  const auto& sequence = runner_.sequence();
+  const auto& phase = status_.phase;
   const auto now = clock::now();
   status_snapshot snap{
       .status = status_,
       .version = kVersion,
-      .phase = phase_name(sequence),
       .signal = settings_.signal,
       .sigterm_policy = settings_.sigterm_policy,
       .signal_delay = status_.plan.signal_delay(),
       .exit_timeout = settings_.exit_timeout,
   };
-  if (auto since = sequence.unready_since()) {
-    snap.elapsed = now - *since;
-    snap.signal_sent = sequence.signal_sent();
+  if (phase.draining()) {
+    snap.elapsed = now - phase.since;
+    snap.signal_sent = runner_.sequence().signal_sent();
   }
-  if (auto started = sequence.drill_started()) {
-    snap.drill_elapsed = now - *started;
-    snap.drill_left = std::max(*sequence.drill_end() - now, clock::duration(0));
+  if (phase.drilling()) {
+    snap.drill_elapsed = now - phase.since;
+    snap.drill_left = std::max(phase.ends - now, clock::duration(0));
   }
-  if (sequence.drilling() || sequence.draining()) {
+  if (phase.drilling() || phase.draining()) {
     snap.lb_line = lb_.summary(settings_.drain_delay);
     snap.lb_fields = lb_.fields(settings_.drain_delay);
   }
@@ -85,10 +76,10 @@ control_reply control_desk::status(bool json) const {
 }
 
 std::string control_desk::drill_progress() const {
-  const auto& sequence = runner_.sequence();
+  const auto& phase = status_.phase;
   const auto now = clock::now();
-  const auto started = sequence.drill_started().value_or(now);
-  const auto end = sequence.drill_end().value_or(now);
+  const auto started = phase.drilling() ? phase.since : now;
+  const auto end = phase.drilling() ? phase.ends : now;
   return fmt::format("drill: {} elapsed, {} left; {}",
                      format_duration(std::chrono::round<std::chrono::milliseconds>(now - started)),
                      format_duration(std::chrono::round<std::chrono::seconds>(end - now)),
@@ -143,12 +134,7 @@ control_reply control_desk::stop_drill(bool json) {
 }
 
 void control_desk::drill_started(const shutdown_sequence::action& a) {
-  const auto end = runner_.sequence().drill_end().value_or(a.at);
-  status_.drill =
-      shim_status::drill_state{.since = std::chrono::system_clock::now() - (clock::now() - a.at),
-                               .started = a.at,
-                               .ends = end,
-                               .cause = a.cause};
+  const auto end = runner_.sequence().phase().ends;
   ++status_.drills;
   lb_.begin(a.at, drill_fall_);
   // Said at once: with no remote checker the drill cannot take the node out of the LB.
@@ -160,7 +146,6 @@ void control_desk::drill_started(const shutdown_sequence::action& a) {
 }
 
 void control_desk::drill_ended(const shutdown_sequence::action& a) {
-  status_.drill.reset();
   const auto served = std::chrono::round<std::chrono::milliseconds>(clock::now() - a.at);
   // A drill that became a shutdown goes on measuring for it.
   if (a.cause != "shutdown") lb_.end();

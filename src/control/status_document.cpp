@@ -60,8 +60,7 @@ std::string hold_progress(const status_snapshot& s) {
   const nanoseconds hold_left = std::max(st.hold_needed - elapsed, nanoseconds(0));
   return fmt::format(
       "{} since {} ({}); signal {}; drain {} left; the target's exit awaited at most {} more",
-      round_seconds(elapsed),
-      st.draining_since ? format_wall_time(*st.draining_since) : std::string("now"), st.drain_cause,
+      round_seconds(elapsed), format_wall_time(st.phase_since_wall), st.phase.cause,
       s.signal_sent ? "sent" : "not sent yet", round_seconds(drain_left), round_seconds(hold_left));
 }
 
@@ -73,7 +72,7 @@ std::string status_text(const status_snapshot& s) {
   const auto row = [&out](std::string_view key, std::string_view value) {
     fmt::format_to(std::back_inserter(out), "  {:<14} {}\n", key, value);
   };
-  row("phase", s.phase);
+  row("phase", s.status.phase.name());
   row("lock", lock_words(st.logind.inhibitor));
   if (s.elapsed) row("shutdown", hold_progress(s));
   if (s.drill_elapsed) {
@@ -108,7 +107,7 @@ std::string status_json(const status_snapshot& s) {
   };
   raw("ready", st.ready() ? "true" : "false");
   str("version", s.version);
-  str("phase", s.phase);
+  str("phase", s.status.phase.name());
   str("lock", lock_words(st.logind.inhibitor));
   str("status", status_line(st));
   raw("checks", "[");
@@ -155,18 +154,18 @@ std::string status_json(const status_snapshot& s) {
   out += '}';
   if (s.elapsed) {
     raw("shutdown", "{");
-    str("since", st.draining_since ? format_wall_time(*st.draining_since) : "");
-    str("cause", st.drain_cause);
+    str("since", format_wall_time(st.phase_since_wall));
+    str("cause", st.phase.cause);
     num("elapsed_seconds", *s.elapsed);
     raw("signal_sent", s.signal_sent ? "true" : "false");
     num("drain_left_seconds", std::max(st.drain_delay - *s.elapsed, nanoseconds(0)));
     num("hold_left_seconds", std::max(st.hold_needed - *s.elapsed, nanoseconds(0)));
     out += '}';
   }
-  if (s.drill_elapsed && st.drill) {
+  if (s.drill_elapsed && st.phase.drilling()) {
     raw("drill", "{");
-    str("since", format_wall_time(st.drill->since));
-    str("cause", st.drill->cause);
+    str("since", format_wall_time(st.phase_since_wall));
+    str("cause", st.phase.cause);
     num("elapsed_seconds", *s.drill_elapsed);
     num("left_seconds", s.drill_left.value_or(nanoseconds(0)));
     out += '}';

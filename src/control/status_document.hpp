@@ -17,8 +17,6 @@ namespace shim {
 struct status_snapshot {
   const shim_status& status;
   std::string_view version;
-  // idle, drill, shutdown (holding), released (the hold is over), waiting-for-target
-  std::string_view phase;
   std::string signal;          // what the target gets: "SIGTERM"
   std::string sigterm_policy;  // what a SIGTERM to the shim does, in --forward-on-sigterm's words
   std::chrono::nanoseconds signal_delay{0};

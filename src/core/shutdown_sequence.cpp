@@ -59,13 +59,13 @@ shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_ki
                                                       const signal_timing& timing) {
   actions out;
   const bool from_signal = kind != trigger_kind::prepare_for_shutdown;
-  if (phase_ == phase::drilling) {
+  if (phase_ == phase_kind::drilling) {
     // The drill becomes the shutdown: the load balancer has been draining the node since the
     // drill began, so the drain is counted from then.
     const time_point since = unready_at_;
     end_drill("shutdown", out);
     start(now, since, kind, cause, timing, out);
-  } else if (phase_ == phase::idle || phase_ == phase::awaiting_target) {
+  } else if (phase_ == phase_kind::idle || phase_ == phase_kind::awaiting_target) {
     start(now, now, kind, cause, timing, out);
   } else {
     // One signal per shutdown: later triggers are logged, never forwarded again.
@@ -77,7 +77,7 @@ shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_ki
     if (decision_ == decision_state::pending && !from_signal) {
       decide(true, "PrepareForShutdown shows the system is going down", out);
     }
-    if (phase_ == phase::released && from_signal) request_exit(out);
+    if (phase_ == phase_kind::released && from_signal) request_exit(out);
   }
   advance(now, out);
   return out;
@@ -86,7 +86,7 @@ shutdown_sequence::actions shutdown_sequence::trigger(time_point now, trigger_ki
 void shutdown_sequence::start(time_point now, time_point since, trigger_kind kind,
                               const std::string& cause, const signal_timing& timing, actions& out) {
   const forward_decision decision = timing.decision;
-  phase_ = phase::holding;
+  phase_ = phase_kind::holding;
   timing_ = timing;
   unready_at_ = since;
   // A shutdown that takes over a drill may find the drain served: the target still gets its
@@ -162,17 +162,17 @@ void shutdown_sequence::decide(bool forward, const std::string& why, actions& ou
   decision_ = decision_state::skip;
   const std::string words = stop_without_signal(why);
   out.push_back(record ? record_start(words, event_kind::Restart) : note(words));
-  phase_ = phase::released;
+  phase_ = phase_kind::released;
   if (armed_) out.push_back(make(kind::cancel_timer));
   armed_.reset();
-  out.push_back(make(kind::release_inhibitor, words));
+  out.push_back(action{kind::release_inhibitor, words, {}, {}, cause_});
   request_exit(out);
 }
 
 shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool stopping,
                                                            const std::string& state) {
   actions out;
-  if (phase_ != phase::holding || decision_ != decision_state::pending) return out;
+  if (phase_ != phase_kind::holding || decision_ != decision_state::pending) return out;
   if (stopping) {
     decide(true, "the system is going down (SystemState=" + state + ")", out);
   } else {
@@ -184,9 +184,9 @@ shutdown_sequence::actions shutdown_sequence::system_state(time_point now, bool 
 
 shutdown_sequence::actions shutdown_sequence::resume(time_point now, const resumed_hold& hold) {
   actions out;
-  if (phase_ == phase::drilling) end_drill("shutdown", out);
-  if (phase_ != phase::idle && phase_ != phase::awaiting_target) return out;
-  phase_ = phase::holding;
+  if (phase_ == phase_kind::drilling) end_drill("shutdown", out);
+  if (phase_ != phase_kind::idle && phase_ != phase_kind::awaiting_target) return out;
+  phase_ = phase_kind::holding;
   timing_ = hold.timing;
   unready_at_ = std::min(hold.unready_at, now);
   exit_timeout_from_ = later(unready_at_, settings_.drain_delay);
@@ -210,7 +210,8 @@ shutdown_sequence::actions shutdown_sequence::resume(time_point now, const resum
 
 shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
   actions out;
-  if (phase_ == phase::idle || phase_ == phase::awaiting_target || phase_ == phase::drilling) {
+  if (phase_ == phase_kind::idle || phase_ == phase_kind::awaiting_target ||
+      phase_ == phase_kind::drilling) {
     out.push_back(make(kind::retake_inhibitor));
     return out;
   }
@@ -224,17 +225,17 @@ shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
   out.push_back(make(kind::retake_inhibitor));
   // Without a target nothing was ever signalled, whatever signal_sent_ says (issue 18, item 7).
   if (!signal_sent_ || signal_missed_ || !settings_.has_target) {
-    phase_ = phase::idle;
+    phase_ = phase_kind::idle;
     out.push_back(make(kind::become_ready, !settings_.has_target ? "shutdown cancelled; no target"
                                            : signal_sent_
                                                ? "shutdown cancelled; no target had the signal"
                                                : "shutdown cancelled before the signal"));
   } else if (settings_.wrapper) {
     // The child had its signal and will exit; the shim exits with it.
-    phase_ = phase::awaiting_target;
+    phase_ = phase_kind::awaiting_target;
     if (target_gone_) request_exit(out);
   } else {
-    phase_ = phase::awaiting_target;
+    phase_ = phase_kind::awaiting_target;
     out.push_back(make(kind::watch_target));
   }
   return out;
@@ -242,7 +243,7 @@ shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
 
 shutdown_sequence::actions shutdown_sequence::no_target(time_point now, const std::string& why) {
   actions out;
-  if (phase_ != phase::holding || !signal_sent_) return out;
+  if (phase_ != phase_kind::holding || !signal_sent_) return out;
   signal_missed_ = true;
   out.push_back(note("no target had the signal: " + why));
   target_gone_ = true;
@@ -254,14 +255,14 @@ shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
                                                             const std::string& detail) {
   actions out;
   switch (phase_) {
-    case phase::drilling:
+    case phase_kind::drilling:
       if (!settings_.wrapper) break;
       end_drill("target exited", out);
       [[fallthrough]];
-    case phase::idle:
+    case phase_kind::idle:
       if (settings_.wrapper) {
         // The child ended on its own: nothing left to serve, so stop being ready and leave.
-        phase_ = phase::released;
+        phase_ = phase_kind::released;
         unready_at_ = now;
         exit_timeout_from_ = now;
         target_gone_ = true;
@@ -269,15 +270,15 @@ shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
         request_exit(out);
       }
       break;
-    case phase::holding:
+    case phase_kind::holding:
       target_gone_ = true;
       advance(now, out);
       break;
-    case phase::released:
+    case phase_kind::released:
       target_gone_ = true;
       if (settings_.wrapper) request_exit(out);
       break;
-    case phase::awaiting_target:
+    case phase_kind::awaiting_target:
       target_gone_ = true;
       if (settings_.wrapper) request_exit(out);
       break;
@@ -287,8 +288,8 @@ shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
 
 shutdown_sequence::actions shutdown_sequence::target_running() {
   actions out;
-  if (phase_ != phase::awaiting_target) return out;
-  phase_ = phase::idle;
+  if (phase_ != phase_kind::awaiting_target) return out;
+  phase_ = phase_kind::idle;
   out.push_back(make(kind::become_ready, "a target is running again"));
   return out;
 }
@@ -296,7 +297,8 @@ shutdown_sequence::actions shutdown_sequence::target_running() {
 shutdown_sequence::actions shutdown_sequence::target_started(time_point now) {
   actions out;
   // Before the signal, the signal finds it at its time; after the hold, the reboot is under way.
-  if (phase_ != phase::holding || !signal_sent_ || !settings_.has_target || settings_.wrapper) {
+  if (phase_ != phase_kind::holding || !signal_sent_ || !settings_.has_target ||
+      settings_.wrapper) {
     return out;
   }
   target_gone_ = false;
@@ -319,7 +321,8 @@ shutdown_sequence::actions shutdown_sequence::target_started(time_point now) {
 
 shutdown_sequence::actions shutdown_sequence::kubelet_gone(time_point now) {
   actions out;
-  if (phase_ != phase::holding || !kubelet_signals_ || !signal_sent_ || target_gone_) return out;
+  if (phase_ != phase_kind::holding || !kubelet_signals_ || !signal_sent_ || target_gone_)
+    return out;
   const time_point by = later(later(unready_at_, timing_.kubelet_by), kKubeletSignalPath);
   if (now >= by) {
     // kubelet closes its lock when its last group's timer fires, while the runtime's SIGKILL of a
@@ -343,7 +346,7 @@ shutdown_sequence::actions shutdown_sequence::kubelet_gone(time_point now) {
 shutdown_sequence::actions shutdown_sequence::timer_expired(time_point now) {
   actions out;
   armed_.reset();
-  if (phase_ == phase::drilling) {
+  if (phase_ == phase_kind::drilling) {
     if (now < drill_end_) {
       update_timer(out);
       return out;
@@ -358,26 +361,34 @@ shutdown_sequence::actions shutdown_sequence::timer_expired(time_point now) {
 
 std::optional<std::string> shutdown_sequence::drill_refusal() const {
   switch (phase_) {
-    case phase::idle:
+    case phase_kind::idle:
       return std::nullopt;
-    case phase::drilling:
+    case phase_kind::drilling:
       return "a drill is already under way";
-    case phase::holding:
-    case phase::released:
+    case phase_kind::holding:
+    case phase_kind::released:
       return "a shutdown is under way";
-    case phase::awaiting_target:
+    case phase_kind::awaiting_target:
       return "unready after a cancelled shutdown, waiting for a target that did not have the "
              "signal";
   }
   return "unknown state";
 }
 
+hold_phase shutdown_sequence::phase() const {
+  return {.what = phase_,
+          .cause = phase_ == phase_kind::idle ? std::string() : cause_,
+          .since = unready_at_,
+          .ends = drill_end_};
+}
+
 shutdown_sequence::actions shutdown_sequence::drill(time_point now, duration length,
                                                     const std::string& cause) {
   actions out;
   if (drill_refusal()) return out;
-  phase_ = phase::drilling;
+  phase_ = phase_kind::drilling;
   unready_at_ = now;
+  cause_ = cause;
   drill_end_ = later(now, length);
   out.push_back(action{kind::start_drill,
                        "drill: unready for the load balancer as at a shutdown; "
@@ -389,14 +400,14 @@ shutdown_sequence::actions shutdown_sequence::drill(time_point now, duration len
 
 shutdown_sequence::actions shutdown_sequence::stop_drill(const std::string& cause) {
   actions out;
-  if (phase_ != phase::drilling) return out;
+  if (phase_ != phase_kind::drilling) return out;
   end_drill("stopped", out);
   out.push_back(make(kind::become_ready, "the drill was stopped (" + cause + ")"));
   return out;
 }
 
 void shutdown_sequence::end_drill(const std::string& how, actions& out) {
-  phase_ = phase::idle;
+  phase_ = phase_kind::idle;
   if (armed_) out.push_back(make(kind::cancel_timer));
   armed_.reset();
   out.push_back(action{kind::end_drill, "drill " + how, event_kind::DrillEnded, unready_at_, how});
@@ -418,7 +429,7 @@ shutdown_sequence::time_point shutdown_sequence::hard_deadline() const {
 }
 
 void shutdown_sequence::advance(time_point now, actions& out) {
-  if (phase_ != phase::holding) return;
+  if (phase_ != phase_kind::holding) return;
   // kubelet's signal comes on kubelet's time, not after --signal-delay: counted at once.
   if (!signal_sent_ && decision_ == decision_state::forward &&
       (kubelet_signals_ || now >= later(unready_at_, timing_.signal_delay))) {
@@ -434,10 +445,10 @@ void shutdown_sequence::advance(time_point now, actions& out) {
   // forward_signal may find no target; the edge then reports no_target, which comes back here.
   if (signal_sent_ && drain_elapsed_ && (target_gone_ || now >= hard_deadline())) {
     if (!target_gone_) out.push_back(note("exit-timeout passed and the target is still running"));
-    phase_ = phase::released;
+    phase_ = phase_kind::released;
     if (armed_) out.push_back(make(kind::cancel_timer));
     armed_.reset();
-    out.push_back(make(kind::release_inhibitor));
+    out.push_back(action{kind::release_inhibitor, {}, {}, {}, cause_});
     if (stop_requested_ || (settings_.wrapper && target_gone_)) request_exit(out);
     return;
   }
@@ -445,7 +456,7 @@ void shutdown_sequence::advance(time_point now, actions& out) {
 }
 
 std::optional<shutdown_sequence::time_point> shutdown_sequence::next_deadline() const {
-  if (phase_ == phase::drilling) return drill_end_;
+  if (phase_ == phase_kind::drilling) return drill_end_;
   std::optional<time_point> next;
   auto consider = [&next](time_point t) {
     if (!next || t < *next) next = t;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hold_phase.hpp"
 #include "log/event_kind.hpp"
 
 namespace shim {
@@ -143,7 +144,7 @@ class shutdown_sequence {
       arm_timer,     // at: call timer_expired() then; replaces the previous timer
       cancel_timer,
       release_inhibitor,  // close the lock fd; message: why, when no shutdown goes on (a SIGTERM
-                          // not passed on), else empty
+                          // not passed on), else empty; cause: the shutdown's
       retake_inhibitor,   // take the lock again if it is not held
       exit,               // the shim's work is done (wrapper: exit once the child has exited)
       note,               // a log line, with event when it is a lifecycle event
@@ -159,7 +160,7 @@ class shutdown_sequence {
     std::string message;
     std::optional<event_kind> event;
     time_point at{};
-    std::string cause;  // become_unready: what started the shutdown
+    std::string cause;  // become_unready, release_inhibitor: what started the shutdown
 
     friend bool operator==(const action&, const action&) = default;
   };
@@ -199,28 +200,20 @@ class shutdown_sequence {
   actions stop_drill(const std::string& cause);
   // Why a drill cannot start now; none when it can.
   std::optional<std::string> drill_refusal() const;
-  bool drilling() const { return phase_ == phase::drilling; }
-  // During a drill: when it started and when it ends.
-  std::optional<time_point> drill_started() const {
-    return drilling() ? std::optional(unready_at_) : std::nullopt;
-  }
-  std::optional<time_point> drill_end() const {
-    return drilling() ? std::optional(drill_end_) : std::nullopt;
-  }
+  bool drilling() const { return phase_ == phase_kind::drilling; }
 
   // Unready because of a shutdown (not during a wait for the target after a cancel).
-  bool draining() const { return phase_ == phase::holding || phase_ == phase::released; }
-  bool waiting_for_target() const { return phase_ == phase::awaiting_target; }
-  bool holding() const { return phase_ == phase::holding; }
+  bool draining() const { return phase_ == phase_kind::holding || phase_ == phase_kind::released; }
+  bool waiting_for_target() const { return phase_ == phase_kind::awaiting_target; }
+  bool holding() const { return phase_ == phase_kind::holding; }
   bool signal_sent() const { return signal_sent_; }
   // What started the shutdown under way ("PrepareForShutdown(true) from :1.3", "SIGTERM").
   std::string cause() const { return draining() ? cause_ : std::string(); }
-  std::optional<time_point> unready_since() const {
-    return draining() ? std::optional(unready_at_) : std::nullopt;
-  }
+  // The phase, its cause and its moments: what every view of the shim shows.
+  hold_phase phase() const;
 
  private:
-  enum class phase { idle, holding, released, awaiting_target, drilling };
+  using phase_kind = hold_phase::kind;
   enum class decision_state { pending, forward, skip };
 
   // since: the moment the drain is counted from (now, or a drill's start).
@@ -236,7 +229,7 @@ class shutdown_sequence {
   time_point hard_deadline() const;
 
   settings settings_;
-  phase phase_ = phase::idle;
+  phase_kind phase_ = phase_kind::idle;
   time_point unready_at_{};
   decision_state decision_ = decision_state::pending;
   bool stop_requested_ = false;  // the shim itself was asked to stop (SIGTERM/SIGINT)
@@ -248,7 +241,7 @@ class shutdown_sequence {
   bool target_gone_ = false;
   bool exit_requested_ = false;
   bool record_pending_ = false;  // become_unready gave no event: record_start at the decision
-  std::string cause_;            // what started the current shutdown (or restart)
+  std::string cause_;            // what started the current shutdown (or restart, or drill)
   std::optional<time_point> armed_;
   time_point exit_timeout_from_{};  // the hold ends by this + exit-timeout
   time_point drill_end_{};          // drilling: unready_at_ is the drill's start

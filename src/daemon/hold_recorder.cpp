@@ -57,7 +57,7 @@ void hold_recorder::released(const shutdown_sequence::action& a) {
   const std::string lock = held  ? "closed the logind lock"
                            : bus ? "no lock was held"
                                  : "--inhibit=off: no lock to release";
-  events_.record(event_kind::InhibitorReleased, bus ? status_.drain_cause : "hold over",
+  events_.record(event_kind::InhibitorReleased, bus ? a.cause : "hold over",
                  a.message.empty()
                      ? (held ? lock + ": the shutdown goes on" : "hold over (" + lock + ")")
                      : a.message + " (" + lock + ")");

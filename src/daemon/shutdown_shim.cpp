@@ -134,8 +134,6 @@ void shutdown_shim::carry_out(const seq::action& a) {
   using kind = seq::action::kind;
   switch (a.what) {
     case kind::become_unready:
-      status_.draining_since = std::chrono::system_clock::now() - (clock::now() - a.at);
-      status_.drain_cause = a.cause;
       if (a.event) {
         records_.hold_began(a);
       } else {
@@ -199,12 +197,8 @@ void shutdown_shim::carry_out(const seq::action& a) {
 }
 
 void shutdown_shim::settled() {
-  const auto& sequence = runner_.sequence();
-  status_.draining = sequence.draining();
-  status_.waiting_for_target = sequence.waiting_for_target();
-  if (!status_.draining) {
-    status_.draining_since.reset();
-    status_.drain_cause.clear();
+  status_.set_phase(runner_.sequence().phase());
+  if (!status_.phase.draining()) {
     // A cancelled shutdown: what stopped for the drain starts again.
     target_.settled();
     if (upstream_) upstream_->resume();

@@ -92,19 +92,19 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   }
   append_metric(out, "shutdown_shim_draining", "gauge",
                 "Whether a shutdown has started and the node is being drained.",
-                status.draining ? 1 : 0);
+                status.phase.draining() ? 1 : 0);
   append_metric(out, "shutdown_shim_drilling", "gauge",
                 "Whether a drill (shutdown-shim drill) keeps the node unready for the load "
                 "balancer now.",
-                status.drill ? 1 : 0);
+                status.phase.drilling() ? 1 : 0);
   append_metric(out, "shutdown_shim_drills_total", "counter",
                 "Drills started since the shim started.", static_cast<double>(status.drills));
   append_metric(out, "shutdown_shim_inhibitor_held", "gauge",
                 "Whether the shim holds a systemd-logind delay inhibitor lock.",
                 status.logind.inhibitor == logind_row::inhibitor_state::held ? 1 : 0);
   const double start =
-      status.draining_since
-          ? std::chrono::duration<double>(status.draining_since->time_since_epoch()).count()
+      status.phase.draining()
+          ? std::chrono::duration<double>(status.phase_since_wall.time_since_epoch()).count()
           : 0.0;
   append_metric(out, "shutdown_shim_shutdown_start_time_seconds", "gauge",
                 "Unix time at which the current drain started, 0 if none.", start);

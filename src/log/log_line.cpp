@@ -161,6 +161,12 @@ void append_json_string(std::string& out, std::string_view key, std::string_view
   out += '"';
 }
 
+std::chrono::system_clock::time_point wall_time_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::system_clock::now() -
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(
+             std::chrono::steady_clock::now() - t);
+}
+
 std::string format_wall_time(std::chrono::system_clock::time_point t) {
   using namespace std::chrono;
   const auto since_epoch = floor<microseconds>(t.time_since_epoch());

@@ -39,6 +39,8 @@ void append_json_string(std::string& out, std::string_view key, std::string_view
 
 // RFC 3339 UTC with microseconds: "2026-11-29T16:36:07.123456Z".
 std::string format_wall_time(std::chrono::system_clock::time_point t);
+// The wall clock's time at the steady clock's moment t, as the wall clock reads now.
+std::chrono::system_clock::time_point wall_time_of(std::chrono::steady_clock::time_point t);
 
 // One log line, ending in '\n' and containing no other line break:
 //   text:  "2026-11-29T16:36:07.123456Z INFO message key=value"

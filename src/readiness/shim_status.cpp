@@ -79,9 +79,9 @@ std::string logind_delay_detail(const shim_status& s) {
 
 std::string drill_detail(const shim_status& s) {
   const auto now = std::chrono::steady_clock::now();
-  const auto left = s.drill->ends > now ? s.drill->ends - now : std::chrono::nanoseconds(0);
+  const auto left = s.phase.ends > now ? s.phase.ends - now : std::chrono::nanoseconds(0);
   return fmt::format("a drill since {} ({}), {} left; `shutdown-shim drill --stop` ends it",
-                     format_wall_time(s.drill->since), s.drill->cause,
+                     format_wall_time(s.phase_since_wall), s.phase.cause,
                      format_duration(std::chrono::ceil<std::chrono::seconds>(left)));
 }
 
@@ -103,19 +103,20 @@ constexpr std::array<check_def, 10> kChecks{{
        return s.logind_delay_too_short() || !s.logind.delay_ensure.empty();
      },
      always, logind_delay_detail},
-    {"shutdown", always, [](const shim_status& s) { return !s.draining; },
+    {"shutdown", always, [](const shim_status& s) { return !s.phase.draining(); },
      [](const shim_status& s) {
-       if (!s.draining) return std::string();
-       const std::string since = s.draining_since ? format_wall_time(*s.draining_since) : "now";
-       return fmt::format("draining since {} ({})", since, s.drain_cause);
+       if (!s.phase.draining()) return std::string();
+       return fmt::format("draining since {} ({})", format_wall_time(s.phase_since_wall),
+                          s.phase.cause);
      }},
     // Only during a drill, which it fails: unready for the load balancer as at a shutdown.
-    {"drill", [](const shim_status& s) { return s.drill.has_value(); },
+    {"drill", [](const shim_status& s) { return s.phase.drilling(); },
      [](const shim_status&) { return false; }, drill_detail},
-    {"target", [](const shim_status& s) { return s.target.configured || s.waiting_for_target; },
-     [](const shim_status& s) { return s.target.running && !s.waiting_for_target; },
+    {"target",
+     [](const shim_status& s) { return s.target.configured || s.phase.waiting_for_target(); },
+     [](const shim_status& s) { return s.target.running && !s.phase.waiting_for_target(); },
      [](const shim_status& s) {
-       if (!s.waiting_for_target) return s.target.detail;
+       if (!s.phase.waiting_for_target()) return s.target.detail;
        return std::string(
            "shutdown cancelled after the signal; waiting for a target that did not "
            "have it");
@@ -157,17 +158,22 @@ std::vector<shim_status::check> shim_status::checks() const {
   return out;
 }
 
+void shim_status::set_phase(hold_phase now) {
+  if (now.since != phase.since) phase_since_wall = wall_time_of(now.since);
+  phase = std::move(now);
+}
+
 std::string status_line(const shim_status& status) {
   using state = logind_row::inhibitor_state;
   const auto checks = status.checks();
   const bool ready = std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.ok; });
   std::string text;
-  if (status.draining) {
+  if (status.phase.draining()) {
     // The shutdown check, in the words of the hold.
-    const std::string cause = one_line(status.drain_cause, kMaxCheckDetail);
-    text = status.logind.inhibitor == state::released ? "hold over, unready: " + cause
-                                                      : "draining, reboot on hold: " + cause;
-  } else if (status.drill) {
+    const std::string cause = one_line(status.phase.cause, kMaxCheckDetail);
+    text = status.phase.what == hold_phase::kind::released ? "hold over, unready: " + cause
+                                                           : "draining, reboot on hold: " + cause;
+  } else if (status.phase.drilling()) {
     text = "drill, unready for the load balancer: " + drill_detail(status);
   } else if (ready) {
     text = status.logind.inhibitor == state::held

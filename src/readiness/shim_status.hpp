@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "apiserver/signal_plan.hpp"
+#include "core/hold_phase.hpp"
 #include "kubelet/kubelet_outlook.hpp"
 #include "logind/logind_row.hpp"
 #include "process/kubelet_handoff.hpp"
@@ -28,22 +29,12 @@ struct shim_status {
   // The inhibitor and logind-delay rows, written by logind_edge.
   logind_row logind;
 
-  // Set in the same loop iteration as the trigger; cleared only when a shutdown is cancelled.
-  bool draining = false;
-  std::optional<std::chrono::system_clock::time_point> draining_since;
-  std::string drain_cause;  // "PrepareForShutdown(true) from :1.3", "SIGTERM", ...
-
-  // After a cancelled shutdown whose signal was already sent: unready until a target runs again.
-  bool waiting_for_target = false;
-
-  // `shutdown-shim drill` (issue 23): unready as at a shutdown, for the drill's length.
-  struct drill_state {
-    std::chrono::system_clock::time_point since;
-    std::chrono::steady_clock::time_point started;
-    std::chrono::steady_clock::time_point ends;
-    std::string cause;  // who asked
-  };
-  std::optional<drill_state> drill;
+  // The sequence's phase, taken after each of its batches (shutdown_shim::settled): unready at once
+  // with a shutdown or a drill, ready again only once the sequence says so.
+  hold_phase phase;
+  // phase.since by the wall clock, read once when it is first seen: every scrape shows one value.
+  std::chrono::system_clock::time_point phase_since_wall{};
+  void set_phase(hold_phase now);
   std::uint64_t drills = 0;  // started since the shim started
 
   // The target check, when a target is configured (a wrapped child or a --target-* flag).

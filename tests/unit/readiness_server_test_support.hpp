@@ -42,9 +42,8 @@ inline shim_status ready_status() {
 }
 
 inline void start_drain(shim_status& status) {
-  status.draining = true;
-  status.draining_since = std::chrono::system_clock::time_point(1'700'000'000s);
-  status.drain_cause = "SIGTERM";
+  status.phase = {.what = hold_phase::kind::holding, .cause = "SIGTERM"};
+  status.phase_since_wall = std::chrono::system_clock::time_point(1'700'000'000s);
 }
 
 inline http_request make_request(http::verb method, std::string_view target,

@@ -101,10 +101,10 @@ TEST(RenderMetrics, ADrillIsUnreadyAndCounted) {
   EXPECT_TRUE(has_line(idle, "shutdown_shim_drills_total 0")) << idle;
   EXPECT_TRUE(has_line(idle, "# TYPE shutdown_shim_drills_total counter")) << idle;
   const auto now = std::chrono::steady_clock::now();
-  status.drill = shim_status::drill_state{.since = std::chrono::system_clock::now(),
-                                          .started = now,
-                                          .ends = now + 70s,
-                                          .cause = "shutdown-shim drill, pid 42"};
+  status.phase = {.what = hold_phase::kind::drilling,
+                  .cause = "shutdown-shim drill, pid 42",
+                  .since = now,
+                  .ends = now + 70s};
   status.drills = 2;
   const auto text = render_metrics(status, {});
   for (const auto* line : {
@@ -202,6 +202,7 @@ std::map<std::string, shim_status> metric_states() {
   out["draining"].target.signals_forwarded = 1;
   out["released"] = out["draining"];
   out["released"].logind.inhibitor = state::released;
+  out["released"].phase.what = hold_phase::kind::released;
   out["released"].target = {true, false, "kube-apiserver (pid 812) exited"};
   out["bus lost"] = out["ready"];
   out["bus lost"].logind.inhibitor = state::retrying;

@@ -56,8 +56,7 @@ TEST(ShimStatus, TransientLockFaultsDoNotChangeReadiness) {
 
 TEST(ShimStatus, DrainingIsUnreadyWithTheCause) {
   auto s = bound(state::held);
-  s.draining = true;
-  s.drain_cause = "SIGTERM";
+  s.phase = {.what = hold_phase::kind::holding, .cause = "SIGTERM"};
   EXPECT_FALSE(s.ready());
   auto checks = s.checks();
   auto shutdown = find(checks, "shutdown");
@@ -67,9 +66,29 @@ TEST(ShimStatus, DrainingIsUnreadyWithTheCause) {
   EXPECT_THAT(shutdown->detail, testing::HasSubstr("SIGTERM"));
 }
 
+// The phase is the sequence's; its start by the wall clock is read once, when it is first seen, so
+// that every scrape and every `status` shows one value.
+TEST(ShimStatus, ThePhasesWallTimeIsReadOnceWhenItBegins) {
+  shim_status s;
+  const auto unready = std::chrono::steady_clock::now() - std::chrono::seconds(5);
+  const auto before = std::chrono::system_clock::now();
+  s.set_phase({.what = hold_phase::kind::holding, .cause = "SIGTERM", .since = unready});
+  const auto wall = s.phase_since_wall;
+  EXPECT_LE(wall, before - std::chrono::seconds(5) + std::chrono::seconds(1));
+  EXPECT_GE(wall, before - std::chrono::seconds(6));
+  EXPECT_THAT(find(s.checks(), "shutdown")->detail,
+              testing::HasSubstr("draining since " + format_wall_time(wall) + " (SIGTERM)"));
+  // The same phase again (the next batch), then released: the same moment, the same reading.
+  s.set_phase({.what = hold_phase::kind::holding, .cause = "SIGTERM", .since = unready});
+  s.set_phase({.what = hold_phase::kind::released, .cause = "SIGTERM", .since = unready});
+  EXPECT_EQ(s.phase_since_wall, wall);
+  EXPECT_EQ(s.phase.name(), "released");
+  EXPECT_THAT(status_line(s), testing::StartsWith("hold over, unready: SIGTERM"));
+}
+
 TEST(ShimStatus, WaitingForTargetIsUnready) {
   auto s = bound(state::held);
-  s.waiting_for_target = true;
+  s.phase.what = hold_phase::kind::awaiting_target;
   EXPECT_FALSE(s.ready());
   auto checks = s.checks();
   ASSERT_NE(find(checks, "target"), nullptr);
@@ -125,12 +144,13 @@ TEST(ShimStatus, StatusLineSaysWhatTheShimIsDoing) {
     std::string want;
   };
   auto draining = bound(state::held);
-  draining.draining = true;
-  draining.drain_cause = "PrepareForShutdown(true) from :1.3";
+  draining.phase = {.what = hold_phase::kind::holding,
+                    .cause = "PrepareForShutdown(true) from :1.3"};
   auto released = draining;
   released.logind.inhibitor = state::released;
+  released.phase.what = hold_phase::kind::released;
   auto waiting = bound(state::held);
-  waiting.waiting_for_target = true;
+  waiting.phase.what = hold_phase::kind::awaiting_target;
   auto retrying = bound(state::retrying);
   retrying.logind.inhibitor_detail = "the system bus is down: Connection reset by peer";
   auto short_delay = bound(state::held);
@@ -194,12 +214,12 @@ std::map<std::string, shim_status> table_states() {
   out["ready"] = bound(state::held);
   out["no lock, retrying"] = bound(state::retrying);
   out["draining"] = bound(state::held);
-  out["draining"].draining = true;
-  out["draining"].drain_cause = "SIGTERM";
+  out["draining"].phase = {.what = hold_phase::kind::holding, .cause = "SIGTERM"};
   out["released"] = out["draining"];
   out["released"].logind.inhibitor = state::released;
+  out["released"].phase.what = hold_phase::kind::released;
   out["waiting for the target"] = bound(state::held);
-  out["waiting for the target"].waiting_for_target = true;
+  out["waiting for the target"].phase.what = hold_phase::kind::awaiting_target;
   out["target found"] = bound(state::held);
   out["target found"].target = {true, true, "kube-apiserver (pid 812)"};
   out["target not found"] = bound(state::held);
@@ -217,8 +237,8 @@ std::map<std::string, shim_status> table_states() {
   out["upstream failed"] = out["upstream passed"];
   for (int i = 2; i < 5; ++i) probe(*out["upstream failed"].upstream, false, i);
   out["upstream passed, draining"] = out["upstream passed"];
-  out["upstream passed, draining"].draining = true;
-  out["upstream passed, draining"].drain_cause = "PrepareForShutdown(true) from :1.3";
+  out["upstream passed, draining"].phase = {.what = hold_phase::kind::holding,
+                                            .cause = "PrepareForShutdown(true) from :1.3"};
   out["upstream passed, draining"].upstream->pause();
   out["logind warning"] = out["upstream passed"];
   out["logind warning"].logind.delay_max_usec = 5'000'000;
@@ -228,7 +248,7 @@ std::map<std::string, shim_status> table_states() {
   out["everything failing"] = out["upstream failed"];
   out["everything failing"].listener_bound = false;
   out["everything failing"].logind.inhibitor = state::pending;
-  out["everything failing"].draining = true;
+  out["everything failing"].phase.what = hold_phase::kind::holding;
   out["everything failing"].target = {true, false, "not found yet"};
   return out;
 }
@@ -390,14 +410,13 @@ TEST(UpstreamWithShutdown, AShutdownWinsAtOnceAndACancelNeedsRisePassesAgain) {
   s.upstream = passed_upstream();
   ASSERT_TRUE(s.ready());
   // PrepareForShutdown: unready in the same iteration, whatever the upstream says.
-  s.draining = true;
-  s.drain_cause = "PrepareForShutdown(true) from :1.3";
+  s.phase = {.what = hold_phase::kind::holding, .cause = "PrepareForShutdown(true) from :1.3"};
   s.upstream->pause();
   EXPECT_FALSE(s.ready());
   EXPECT_TRUE(find(s.checks(), "upstream")->ok) << "the upstream did not fail; the shutdown did";
   EXPECT_THAT(find(s.checks(), "upstream")->detail, testing::HasSubstr("not probed during"));
   // Cancelled: the shutdown check passes again, but the upstream starts from failed.
-  s.draining = false;
+  s.phase = {};
   s.upstream->restart();
   EXPECT_FALSE(s.ready());
   EXPECT_EQ(find(s.checks(), "upstream")->detail, "not probed yet");
@@ -453,8 +472,8 @@ TEST(ShimStatus, MultiLineErrorTextsAreShownOnOneLine) {
   EXPECT_EQ(status.find_first_of("\r\n"), std::string::npos) << status;
 
   s.logind.inhibitor = state::held;
-  s.draining = true;
-  s.drain_cause = "PrepareForShutdown(true) from :1.3\nsecond line";
+  s.phase = {.what = hold_phase::kind::holding,
+             .cause = "PrepareForShutdown(true) from :1.3\nsecond line"};
   const std::string draining = status_line(s);
   EXPECT_EQ(draining.find_first_of("\r\n"), std::string::npos) << draining;
   EXPECT_THAT(draining, testing::StartsWith(

@@ -189,8 +189,9 @@ struct fake_edges {
   // plus its path to the runtime) it went without signalling; after it, its signal went.
   void kubelet_gone(tp t) {
     at(t);
-    const auto since = machine.unready_since();
-    const bool before_its_time = since && now < *since + kubelet_by + seq::kKubeletSignalPath;
+    const auto phase = machine.phase();
+    const bool before_its_time =
+        phase.draining() && now < phase.since + kubelet_by + seq::kKubeletSignalPath;
     const bool owed = kubelet_expected && machine.holding() && !target_gone && before_its_time;
     if (kubelet_expected && before_its_time) {
       count_signal(-1);
@@ -1077,8 +1078,9 @@ TEST(ShutdownSequence, ADrillIsUnreadyForItsDurationWithoutSignalOrRelease) {
   ASSERT_TRUE(e.drill(t0, 10s));
   EXPECT_TRUE(e.machine.drilling());
   EXPECT_FALSE(e.machine.draining()) << "a drill is not a shutdown";
-  EXPECT_EQ(e.machine.drill_started(), t0);
-  EXPECT_EQ(e.machine.drill_end(), t0 + 10s);
+  EXPECT_EQ(e.machine.phase().since, t0);
+  EXPECT_EQ(e.machine.phase().ends, t0 + 10s);
+  EXPECT_EQ(e.machine.phase().name(), "drill");
   EXPECT_EQ(e.timer, t0 + 10s);
   e.at(t0 + 9s);
   EXPECT_TRUE(e.machine.drilling()) << "the drill's length, not the drain-delay";
@@ -1119,7 +1121,7 @@ TEST(ShutdownSequence, AShutdownDuringADrillHoldsOnlyTheRemainingDrain) {
   e.prepare_for_shutdown(t0 + 4s);
   EXPECT_FALSE(e.machine.drilling());
   EXPECT_TRUE(e.machine.draining());
-  EXPECT_EQ(e.machine.unready_since(), t0) << "the drain is counted from the drill's start";
+  EXPECT_EQ(e.machine.phase().since, t0) << "the drain is counted from the drill's start";
   EXPECT_THAT(e.drill_endings, testing::ElementsAre("shutdown"));
   EXPECT_EQ(e.signals, 1) << "the shutdown's one signal, at once";
   EXPECT_EQ(e.signal_at, t0 + 4s);
@@ -1242,7 +1244,7 @@ TEST(ShutdownSequence, AResumedShutdownEndsADrill) {
   e.resume(t0 + 2s, t0 - 5s, true);
   EXPECT_THAT(e.drill_endings, testing::ElementsAre("shutdown"));
   EXPECT_TRUE(e.machine.draining());
-  EXPECT_EQ(e.machine.unready_since(), t0 - 5s);
+  EXPECT_EQ(e.machine.phase().since, t0 - 5s);
 }
 
 // Drills mixed with shutdowns, in every order: still one signal per shutdown, a drill is always

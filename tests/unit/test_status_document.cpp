@@ -22,10 +22,9 @@ shim_status ready_status() {
   return s;
 }
 
-status_snapshot snapshot(const shim_status& s, std::string_view phase = "idle") {
+status_snapshot snapshot(const shim_status& s) {
   return {.status = s,
           .version = "0.3.0",
-          .phase = phase,
           .signal = "SIGTERM",
           .sigterm_policy = "attach mode: forwarding only if PID 1's manager is stopping",
           .signal_delay = 0s,
@@ -61,13 +60,14 @@ TEST(StatusDocument, JsonIsOneObjectWithTheSameFacts) {
 
 TEST(StatusDocument, AHoldShowsWhatIsElapsedAndLeft) {
   auto s = ready_status();
-  s.draining = true;
-  s.drain_cause = "PrepareForShutdown(true) from :1.3";
-  auto snap = snapshot(s, "shutdown");
+  s.phase = {.what = hold_phase::kind::holding, .cause = "PrepareForShutdown(true) from :1.3"};
+  s.phase_since_wall = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
+  auto snap = snapshot(s);
   snap.elapsed = 12s;
   snap.signal_sent = true;
   const std::string text = status_text(snap);
-  EXPECT_THAT(text, HasSubstr("shutdown       12s since now (PrepareForShutdown(true) from :1.3); "
+  EXPECT_THAT(text, HasSubstr("shutdown       12s since 2023-11-14T22:13:20.000000Z "
+                              "(PrepareForShutdown(true) from :1.3); "
                               "signal sent; drain 58s left; the target's exit awaited at most "
                               "2m3s more"));
   const std::string json = status_json(snap);
@@ -79,14 +79,14 @@ TEST(StatusDocument, AHoldShowsWhatIsElapsedAndLeft) {
 TEST(StatusDocument, ADrillFailsItsCheckAndShowsWhatIsLeft) {
   auto s = ready_status();
   const auto now = std::chrono::steady_clock::now();
-  s.drill = shim_status::drill_state{.since = std::chrono::system_clock::now(),
-                                     .started = now - 10s,
-                                     .ends = now + 60s,
-                                     .cause = "shutdown-shim drill (uid 0, pid 4242)"};
+  s.phase = {.what = hold_phase::kind::drilling,
+             .cause = "shutdown-shim drill (uid 0, pid 4242)",
+             .since = now - 10s,
+             .ends = now + 60s};
   EXPECT_FALSE(s.ready());
   EXPECT_THAT(status_line(s), HasSubstr("drill, unready for the load balancer: a drill since "));
   EXPECT_THAT(status_line(s), Not(HasSubstr("drill failed"))) << "said once";
-  auto snap = snapshot(s, "drill");
+  auto snap = snapshot(s);
   snap.drill_elapsed = 10s;
   snap.drill_left = 60s;
   snap.lb_line = "checkers saw 3 x 503 by +2.1s";
