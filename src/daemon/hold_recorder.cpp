@@ -21,7 +21,8 @@ void hold_recorder::started() {
 }
 
 void hold_recorder::hold_began(const shutdown_sequence::action& a) {
-  const event_kind event = a.event.value_or(event_kind::ShutdownInitiated);
+  if (!a.event) return log_.notice(a.message);
+  const event_kind event = *a.event;
   if (event == event_kind::Restart) {
     // No hold record: a restarted shim has no shutdown to resume.
     return events_.record(event, a.cause, a.message,
@@ -61,6 +62,12 @@ void hold_recorder::released(const shutdown_sequence::action& a) {
                  a.message.empty()
                      ? (held ? lock + ": the shutdown goes on" : "hold over (" + lock + ")")
                      : a.message + " (" + lock + ")");
+}
+
+void hold_recorder::note(const shutdown_sequence::action& a, const load_balancer_watch& lb) {
+  if (!a.event) return log_.info(a.message);
+  events_.record(*a.event, a.message, a.message,
+                 a.event == event_kind::DrainElapsed ? lb.fields(cfg_.drain_delay) : log_fields{});
 }
 
 }  // namespace shim

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "daemon/daemon_settings.hpp"
 #include "report/shutdown_history.hpp"
 #include "util/duration_text.hpp"
 #include "util/signal_names.hpp"
@@ -13,32 +14,13 @@ namespace shim {
 
 namespace asio = boost::asio;
 
-namespace {
-
-shutdown_sequence::settings sequence_settings(const config& cfg) {
-  using d = shutdown_sequence::duration;
-  return {.drain_delay = std::chrono::duration_cast<d>(cfg.drain_delay),
-          .exit_timeout = std::chrono::duration_cast<d>(cfg.exit_timeout),
-          .has_target = cfg.target.any(),
-          .wrapper = cfg.target.wrapper()};
-}
-
-shutdown_sequence::forwarding sigterm_forwarding(const config& cfg) {
-  const auto policy = cfg.forward_on_sigterm;
-  return shutdown_sequence::sigterm_forwarding(
-      policy == forward_policy::automatic ? std::nullopt
-                                          : std::optional(policy == forward_policy::always),
-      cfg.target.wrapper(), cfg.inhibit != inhibit_mode::off);
-}
-
-}  // namespace
-
 shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& log,
                              event_recorder& events)
     : io_(io),
       cfg_(cfg),
       log_(log),
       events_(events),
+      status_(initial_status(cfg)),
       runner_(sequence_settings(cfg), {.carry_out = [this](const seq::action& a) { carry_out(a); },
                                        .settled = [this] { settled(); }}),
       lb_(io, cfg.upstream.enabled() ? cfg.upstream.url.port : 0, log),
@@ -50,45 +32,18 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       notifier_(io, status_, log),
       logind_(cfg.inhibit == inhibit_mode::off
                   ? nullptr
-                  : std::make_unique<logind_edge>(
-                        io,
-                        logind_settings{.drain_delay = cfg.drain_delay,
-                                        .exit_timeout = cfg.exit_timeout,
-                                        .ensure_inhibit_delay = cfg.ensure_inhibit_delay,
-                                        .logind_conf_dir = cfg.logind_conf_dir},
-                        log, events, status_.logind, static_cast<logind_events&>(*this))),
-      control_(io,
-               {.drain_delay = cfg.drain_delay,
-                .exit_timeout = cfg.exit_timeout,
-                .signal = signal_name(cfg.signal),
-                .sigterm_policy = sigterm_forwarding(cfg).why},
-               runner_, lb_, status_, log, events),
-      kubelet_(io,
-               {.kubelet_config = cfg.kubelet_config,
-                .static_pod_manifest = cfg.static_pod_manifest,
-                .logind_conf_dir = cfg.logind_conf_dir,
-                .bus = cfg.inhibit != inhibit_mode::off},
-               log, status_.kubelet, *this),
-      target_(io, {.target = cfg.target, .signal = cfg.signal, .state_dir = state_directory(cfg)},
-              log, events, status_.target, runner_.sequence(), *this),
+                  : std::make_unique<logind_edge>(io, logind_settings_of(cfg), log, events,
+                                                  status_.logind,
+                                                  static_cast<logind_events&>(*this))),
+      control_(io, control_settings(cfg), runner_, lb_, status_, log, events),
+      kubelet_(io, kubelet_settings(cfg), log, status_.kubelet, *this),
+      target_(io, target_settings(cfg), log, events, status_.target, runner_.sequence(), *this),
       signals_(io, *this),
       planner_(io, status_, notifier_, log),
-      records_(cfg, events, status_, target_),
+      records_(cfg, log, events, status_, target_),
       hold_timer_(io) {
-  status_.drain_delay = cfg.drain_delay;
-  status_.hold_needed = cfg.drain_delay + cfg.exit_timeout;
   status_.log = &log;
   status_.events = &events;
-  if (!logind_) status_.logind.inhibitor = logind_row::inhibitor_state::disabled;
-  status_.plan = signal_plan({.drain_delay = cfg.drain_delay,
-                              .exit_timeout = cfg.exit_timeout,
-                              .signal_delay = cfg.signal_delay,
-                              .has_target = cfg.target.any()});
-  status_.kubelet = kubelet_outlook({.wrapper = cfg.target.wrapper(),
-                                     .drain_delay = cfg.drain_delay,
-                                     .hold_needed = status_.hold_needed,
-                                     .config_given = !cfg.kubelet_config.empty(),
-                                     .manifest_given = !cfg.static_pod_manifest.empty()});
 }
 
 shutdown_shim::~shutdown_shim() = default;
@@ -134,11 +89,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
   using kind = seq::action::kind;
   switch (a.what) {
     case kind::become_unready:
-      if (a.event) {
-        records_.hold_began(a);
-      } else {
-        log_.notice(a.message);
-      }
+      records_.hold_began(a);
       // A shutdown wins at once, whatever the upstream says; probing stops for the drain
       // (upstream_check.hpp says why) and starts again after a cancel (settled()).
       if (upstream_) upstream_->pause();
@@ -188,11 +139,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
     case kind::end_drill:
       return control_.drill_ended(a);
     case kind::note:
-      if (!a.event) return log_.info(a.message);
-      // What the load balancer did in the drain, for `report` after the reboot.
-      return events_.record(
-          *a.event, a.message, a.message,
-          a.event == event_kind::DrainElapsed ? lb_.fields(cfg_.drain_delay) : log_fields{});
+      return records_.note(a, lb_);
   }
 }
 
@@ -236,8 +183,6 @@ void shutdown_shim::feed_trigger(seq::trigger_kind kind, const std::string& caus
   });
 }
 
-// --- what the edges report ------------------------------------------------------------------
-
 void shutdown_shim::prepare_for_shutdown(bool active, const std::string& cause) {
   if (!active) return runner_.feed([cause](seq& s) { return s.cancel(cause); });
   // What the shim knows of kubelet at this moment decides; kubelet_watch logged it already.
@@ -260,20 +205,13 @@ void shutdown_shim::preparing_read(bool preparing) {
   if (!target_.resumable()) {
     return prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
   }
-  const auto r = target_.resume();
-  runner_.feed([now = clock::now(),
-                hold = seq::resumed_hold{.unready_at = r.unready_at,
-                                         .cause = r.cause,
-                                         .target_running = r.running,
-                                         .signalled = r.signalled,
-                                         .left_to_kubelet = r.left_to_kubelet,
-                                         .timing = planner_.timing(planner_.decision())}](seq& s) {
-    return s.resume(now, hold);
-  });
+  auto r = target_.resume();
+  r.hold.timing = planner_.timing(planner_.decision());
+  runner_.feed([now = clock::now(), hold = r.hold](seq& s) { return s.resume(now, hold); });
   // kubelet restarted kube-apiserver while no shim ran: the new one is owed its signal.
-  if (r.signalled && r.unsignalled_running) target_started();
+  if (r.hold.signalled && r.unsignalled_running) target_started();
   // logind's list came before this answer: a kubelet gone while no shim ran owes its signal.
-  if (r.left_to_kubelet && kubelet_.listed() && !status_.kubelet.kubelet_pid()) kubelet_gone();
+  if (r.hold.left_to_kubelet && kubelet_.listed() && !status_.kubelet.kubelet_pid()) kubelet_gone();
 }
 
 // Once: from logind_edge, or at start with --inhibit=off.
@@ -354,8 +292,6 @@ void shutdown_shim::stray_signal(int signal, bool own) {
   }
 }
 
-// --- the end -----------------------------------------------------------------------------------
-
 void shutdown_shim::finish(shim_outcome outcome) {
   if (outcome_) return;
   outcome_ = std::move(outcome);
@@ -373,10 +309,8 @@ void shutdown_shim::finish(shim_outcome outcome) {
   io_.stop();
 }
 
-// Nothing that runs on the loop throws on purpose (result.hpp), but a library may: one upstream
-// answer made Boost.Beast's parser reserve 1 TiB, and its std::bad_alloc left io_context::run,
-// ending the shim and its lock (issue 18, item 2). What an input can cause must never stop the
-// daemon: the handler that threw is gone, the error is logged, and the loop goes on.
+// What an input can cause must never stop the daemon (a library may throw: issue 18, item 2): the
+// handler that threw is gone, the error is logged, and the loop goes on.
 shim_outcome shutdown_shim::run() {
   for (;;) {
     try {

@@ -134,9 +134,10 @@ void target_watch::reap_orphans() {
 
 target_watch::resumed target_watch::resume() {
   resumable_ = false;
-  resumed out{.unready_at = clock::time_point(std::chrono::microseconds(*shutdown_.unready_us)),
-              .cause = shutdown_.cause,
-              .signalled = !shutdown_.signalled.empty()};
+  resumed out{
+      .hold = {.unready_at = clock::time_point(std::chrono::microseconds(*shutdown_.unready_us)),
+               .cause = shutdown_.cause,
+               .signalled = !shutdown_.signalled.empty()}};
   for (const auto& s : shutdown_.signalled) {
     if (identify_process(s.process.pid) != s.process) continue;
     auto process = process_handle::open(s.process.pid);
@@ -145,8 +146,8 @@ target_watch::resumed target_watch::resume() {
       continue;
     }
     if (process.value()) {
-      out.running = true;
-      out.left_to_kubelet = out.left_to_kubelet || s.left_to_kubelet;
+      out.hold.target_running = true;
+      out.hold.left_to_kubelet = out.hold.left_to_kubelet || s.left_to_kubelet;
       if (auto watched = watch_signalled(std::move(*process.value())); !watched) {
         log_loop_failure(log_, watched.error());
       }
@@ -155,7 +156,7 @@ target_watch::resumed target_watch::resume() {
   // A target it did not signal runs too: its signal was still to come, or kubelet started it
   // again while no shim ran. The hold waits for it; the sequence signals it at its time.
   out.unsignalled_running = target_counts();
-  out.running = out.running || out.unsignalled_running;
+  out.hold.target_running = out.hold.target_running || out.unsignalled_running;
   return out;
 }
 

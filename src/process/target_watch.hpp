@@ -44,12 +44,8 @@ class target_watch {
  public:
   // What the record of an earlier run says of a shutdown under way (resume()).
   struct resumed {
-    shutdown_sequence::time_point unready_at;
-    std::string cause;
-    bool running = false;          // a target process runs: one it signalled (watched again) or not
-    bool signalled = false;        // it had sent its signal (or left it to kubelet)
-    bool left_to_kubelet = false;  // ...and kubelet was to send the signal of one still running
-    bool unsignalled_running = false;  // a target process it did not signal runs
+    shutdown_sequence::resumed_hold hold;  // its timing is the caller's to give
+    bool unsignalled_running = false;      // a target process it did not signal runs
   };
 
   struct settings {

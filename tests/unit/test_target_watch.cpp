@@ -125,11 +125,11 @@ TEST(TargetWatch, OneSignalAndNoneFromARestartedWatchReadingTheSameRecord) {
   EXPECT_FALSE(second.status.target.running) << "the record says it had the signal";
   ASSERT_TRUE(second.watch->resumable());
   const auto resumed = second.watch->resume();
-  EXPECT_TRUE(resumed.running);
-  EXPECT_TRUE(resumed.signalled);
+  EXPECT_TRUE(resumed.hold.target_running);
+  EXPECT_TRUE(resumed.hold.signalled);
   EXPECT_FALSE(resumed.unsignalled_running);
-  EXPECT_FALSE(resumed.left_to_kubelet);
-  EXPECT_EQ(resumed.cause, "PrepareForShutdown(true)");
+  EXPECT_FALSE(resumed.hold.left_to_kubelet);
+  EXPECT_EQ(resumed.hold.cause, "PrepareForShutdown(true)");
   second.watch->forward_signal();
   EXPECT_EQ(target->sigterms_so_far(), 0);
   EXPECT_EQ(second.status.target.signals_forwarded, 0u);
@@ -180,7 +180,7 @@ TEST(TargetWatch, LeftToKubeletSendsNoneThenTheShimsOneWhenKubeletGoes) {
   // And the record says it is the shim's now: a restarted run sends none either.
   watch_run restarted(name, state.path());
   const auto resumed = restarted.watch->resume();
-  EXPECT_FALSE(resumed.left_to_kubelet) << "taken back from kubelet";
+  EXPECT_FALSE(resumed.hold.left_to_kubelet) << "taken back from kubelet";
   restarted.watch->forward_signal();
   EXPECT_EQ(target->sigterms_so_far(), 0);
 }
@@ -294,7 +294,7 @@ TEST(TargetWatch, ATargetRestartedDuringTheHoldIsFoundAndGetsItsOneSignal) {
   // A restarted shim finds it in the record: none from it either.
   watch_run again(name, state.path());
   const auto resumed = again.watch->resume();
-  EXPECT_TRUE(resumed.running);
+  EXPECT_TRUE(resumed.hold.target_running);
   EXPECT_FALSE(resumed.unsignalled_running);
   again.watch->signal_restarted();
   EXPECT_EQ(second->sigterms_so_far(), 0);
@@ -316,8 +316,8 @@ TEST(TargetWatch, ResumeReportsATargetTheEarlierRunDidNotSignal) {
   watch_run second(name, state.path());
   ASSERT_TRUE(second.watch->resumable());
   const auto resumed = second.watch->resume();
-  EXPECT_TRUE(resumed.signalled);
-  EXPECT_TRUE(resumed.running) << "the hold waits for the new one";
+  EXPECT_TRUE(resumed.hold.signalled);
+  EXPECT_TRUE(resumed.hold.target_running) << "the hold waits for the new one";
   EXPECT_TRUE(resumed.unsignalled_running);
   second.watch->signal_restarted();
   EXPECT_EQ(restarted->sigterms_so_far(), 1);
