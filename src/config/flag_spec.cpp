@@ -7,11 +7,11 @@
 namespace shim {
 
 std::string flag_spec::head() const {
-  std::string out = alias.empty() ? "  " : fmt::format("  {}, ", alias);
-  out += name;
-  if (value_name.empty()) return out;
-  return out + (implied_value.empty() ? "=" : "[=") + std::string(value_name) +
-         (implied_value.empty() ? "" : "]");
+  const std::string flag =
+      alias.empty() ? fmt::format("  {}", name) : fmt::format("  {}, {}", alias, name);
+  if (value_name.empty()) return flag;
+  if (implied_value.empty()) return fmt::format("{}={}", flag, value_name);
+  return fmt::format("{}[={}]", flag, value_name);
 }
 
 std::string flag_spec::help_row(std::size_t column) const {
