@@ -80,12 +80,13 @@ std::string path_flag(std::string_view flag, std::string_view value) {
 
 // What the --upstream-* flags need of each other. The files themselves are not read here: on a
 // node being installed they may appear later (the check stays failed until then).
-void check_upstream_flags(const upstream_settings& upstream, const std::set<flag_id>& seen) {
+void check_upstream_flags(const upstream_settings& upstream,
+                          const std::set<std::string_view>& given) {
   if (!upstream.enabled()) {
-    for (const auto& def : kFlags) {
-      if (def.id != flag_id::upstream_readyz && def.name.starts_with("--upstream-") &&
-          seen.count(def.id)) {
-        throw usage_error(fmt::format("{} needs --upstream-readyz", def.name));
+    for (const auto& [f, set] : daemon_flags().flags) {
+      if (f.name != "--upstream-readyz" && f.name.starts_with("--upstream-") &&
+          given.count(f.name)) {
+        throw usage_error(fmt::format("{} needs --upstream-readyz", f.name));
       }
     }
     return;
@@ -96,17 +97,16 @@ void check_upstream_flags(const upstream_settings& upstream, const std::set<flag
                           : "--upstream-client-cert needs --upstream-client-key");
   }
   if (!upstream.url.tls) {
-    for (auto id : {flag_id::upstream_ca_file, flag_id::upstream_tls_server_name,
-                    flag_id::upstream_insecure_skip_verify, flag_id::upstream_client_cert,
-                    flag_id::upstream_client_key}) {
-      if (!seen.count(id)) continue;
-      const auto def = std::find_if(kFlags.begin(), kFlags.end(),
-                                    [id](const flag_def& d) { return d.id == id; });
-      throw usage_error(fmt::format("{} applies only to an https:// --upstream-readyz", def->name));
+    for (std::string_view name :
+         {"--upstream-ca-file", "--upstream-tls-server-name", "--upstream-insecure-skip-verify",
+          "--upstream-client-cert", "--upstream-client-key"}) {
+      if (given.count(name)) {
+        throw usage_error(fmt::format("{} applies only to an https:// --upstream-readyz", name));
+      }
     }
   }
   if (upstream.insecure_skip_verify &&
-      (seen.count(flag_id::upstream_ca_file) || seen.count(flag_id::upstream_tls_server_name))) {
+      (given.count("--upstream-ca-file") || given.count("--upstream-tls-server-name"))) {
     throw usage_error(
         "--upstream-insecure-skip-verify and --upstream-ca-file or --upstream-tls-server-name are "
         "mutually exclusive: verify, or do not");
@@ -215,240 +215,303 @@ Enum choice_flag(std::string_view flag, std::string_view value,
   bad_value(flag, fmt::format("{} is not one of {}", quoted(value), names));
 }
 
+// logind, kubelet and a restarted shim read these paths afresh: a relative one would depend on the
+// working directory of that moment's process.
+std::string absolute_path_flag(std::string_view flag, std::string_view value) {
+  if (!value.starts_with('/')) {
+    bad_value(flag, fmt::format("{} is not an absolute path", quoted(value)));
+  }
+  return std::string(value);
+}
+
+std::string name_flag(std::string_view flag, std::string_view value) {
+  if (value.empty()) bad_value(flag, "empty name");
+  return std::string(value);
+}
+
+// The flag that chose the target; empty while none has.
+std::string_view target_flag(const target_spec& target) {
+  if (target.pid) return "--target-pid";
+  if (!target.pidfile.empty()) return "--target-pidfile";
+  return target.name.empty() ? "" : "--target-name";
+}
+
+// One way to find the target: a second flag for it is refused, naming the first.
+void choose_target(const target_spec& target, std::string_view flag) {
+  if (const auto chosen = target_flag(target); !chosen.empty()) {
+    throw usage_error(fmt::format(
+        "{} and {} are mutually exclusive; pick one way to find the target", chosen, flag));
+  }
+}
+
+flag_table<config> make_daemon_flags() {
+  const config d;
+  using sv = std::string_view;
+  return {
+      .command = "",
+      .help_column = 31,
+      .flags = {
+          {.spec = {.name = "--listen",
+                    .value_name = "HOST:PORT",
+                    .help = "HTTP listener, repeatable; IPv6 as [::]:6080",
+                    .default_value = format_listen_addresses(d.listen),
+                    .repeatable = true},
+           .set =
+               [](config& c, sv name, sv value) {
+                 listen_address address = listen_flag(name, value);
+                 if (std::find(c.listen.begin(), c.listen.end(), address) != c.listen.end()) {
+                   bad_value(name, fmt::format("{} given twice", format_listen_address(address)));
+                 }
+                 c.listen.push_back(std::move(address));
+               }},
+          {.spec = {.name = "--drain-delay",
+                    .value_name = "DURATION",
+                    .help = "stay unready this long once shutdown starts",
+                    .default_value = format_duration(d.drain_delay)},
+           .set = [](config& c, sv name, sv value) { c.drain_delay = duration_flag(name, value); }},
+          {.spec = {.name = "--signal-delay",
+                    .value_name = "DURATION",
+                    .help = "signal this long after going unready (default: the drain\n"
+                            "minus kube-apiserver's --shutdown-delay-duration, or 0)"},
+           .set = [](config& c, sv name,
+                     sv value) { c.signal_delay = duration_flag(name, value); }},
+          {.spec = {.name = "--exit-timeout",
+                    .value_name = "DURATION",
+                    .help = "hold at most this long after the drain for the exit",
+                    .default_value = format_duration(d.exit_timeout)},
+           .set = [](config& c, sv name,
+                     sv value) { c.exit_timeout = duration_flag(name, value); }},
+          {.spec = {.name = "--signal",
+                    .value_name = "NAME",
+                    .help = "signal for the target: TERM, SIGINT, 15...",
+                    .default_value = std::string(signal_name(d.signal).substr(3))},
+           .set =
+               [](config& c, sv name, sv value) {
+                 try {
+                   c.signal = parse_signal(value);
+                 } catch (const std::invalid_argument& e) {
+                   bad_value(name, e.what());
+                 }
+               }},
+          {.spec = {.name = "--target-pid",
+                    .value_name = "PID",
+                    .help = "signal this process (default: none)"},
+           .set =
+               [](config& c, sv name, sv value) {
+                 choose_target(c.target, name);
+                 c.target.pid = pid_flag(name, value);
+               }},
+          {.spec = {.name = "--target-pidfile",
+                    .value_name = "PATH",
+                    .help = "read the target's PID from this file when signalling (default: none)"},
+           .set =
+               [](config& c, sv name, sv value) {
+                 choose_target(c.target, name);
+                 c.target.pidfile = path_flag(name, value);
+               }},
+          {.spec = {.name = "--target-name",
+                    .value_name = "NAME",
+                    .help = "signal every root process whose /proc/PID/comm is NAME"},
+           .set =
+               [](config& c, sv name, sv value) {
+                 choose_target(c.target, name);
+                 // Longer names are fine: the resolver compares the first 15 bytes, as comm holds
+                 // them.
+                 if (value.find('/') != std::string_view::npos) {
+                   bad_value(name, fmt::format("{} contains '/'; want the process name as in "
+                                               "/proc/PID/comm, not a path",
+                                               quoted(value)));
+                 }
+                 c.target.name = name_flag(name, value);
+               }},
+          {.spec = {.name = "--target-user",
+                    .value_name = "NAME|UID",
+                    .help = "with --target-name: that user's processes instead of root's"},
+           .set = [](config& c, sv name, sv value) { c.target.name_uid = user_flag(name, value); }},
+          {.spec = {.name = "--inhibit",
+                    .value_name = "auto|required|off",
+                    .help = "logind delay lock: auto, required or off",
+                    .default_value = "auto"},
+           .set =
+               [](config& c, sv name, sv value) {
+                 c.inhibit = choice_flag<inhibit_mode, 3>(name, value,
+                                                          {{{"auto", inhibit_mode::automatic},
+                                                            {"required", inhibit_mode::required},
+                                                            {"off", inhibit_mode::off}}});
+               }},
+          {.spec = {.name = "--forward-on-sigterm",
+                    .value_name = "auto|always|never",
+                    .help = "pass the shim's SIGTERM on: auto, always or never",
+                    .default_value = "auto"},
+           .set =
+               [](config& c, sv name, sv value) {
+                 c.forward_on_sigterm =
+                     choice_flag<forward_policy, 3>(name, value,
+                                                    {{{"auto", forward_policy::automatic},
+                                                      {"always", forward_policy::always},
+                                                      {"never", forward_policy::never}}});
+               }},
+          {.spec = {.name = "--event-log",
+                    .value_name = "PATH",
+                    .help = "append lifecycle events to PATH as JSON lines (default: none)"},
+           .set = [](config& c, sv name, sv value) { c.event_log = path_flag(name, value); }},
+          {.spec = {.name = "--log-format",
+                    .value_name = "text|json",
+                    .help = "stderr log lines",
+                    .default_value = "text"},
+           .set =
+               [](config& c, sv name, sv value) {
+                 c.format = choice_flag<log_format, 2>(
+                     name, value, {{{"text", log_format::text}, {"json", log_format::json}}});
+               }},
+          {.spec = {.name = "--ensure-inhibit-delay",
+                    .value_name = "try|required",
+                    .help = "raise logind's InhibitDelayMaxSec with a drop-in if too short;\n"
+                            "try warns on failure, required exits 1 (default: only report)",
+                    .implied_value = "try"},
+           .set =
+               [](config& c, sv name, sv value) {
+                 c.ensure_inhibit_delay = choice_flag<ensure_mode, 2>(
+                     name, value,
+                     {{{"try", ensure_mode::best_effort}, {"required", ensure_mode::required}}});
+               }},
+          {.spec = {.name = "--logind-conf-dir",
+                    .value_name = "PATH",
+                    .help = "where that drop-in goes",
+                    .default_value = d.logind_conf_dir},
+           .set =
+               [](config& c, sv name, sv value) {
+                 c.logind_conf_dir = absolute_path_flag(name, value);
+                 while (c.logind_conf_dir.size() > 1 && c.logind_conf_dir.back() == '/') {
+                   c.logind_conf_dir.pop_back();
+                 }
+               }},
+          {.spec = {.name = "--state-dir",
+                    .value_name = "PATH",
+                    .help = fmt::format("what was signalled, for a restart mid-hold (default\n"
+                                        "$RUNTIME_DIRECTORY, else {})",
+                                        kDefaultStateDir)},
+           .set = [](config& c, sv name,
+                     sv value) { c.state_dir = absolute_path_flag(name, value); }},
+          {.spec = {.name = "--upstream-readyz",
+                    .value_name = "URL",
+                    .help = "also require kube-apiserver's own /readyz, e.g.\n"
+                            "https://localhost:6443/readyz (default: not checked)"},
+           .set =
+               [](config& c, sv name, sv value) {
+                 auto url = parse_upstream_url(value);
+                 if (!url) bad_value(name, fmt::format("{}: {}", quoted(value), url.error()));
+                 c.upstream.url = url.value();
+               }},
+          {.spec = {.name = "--upstream-interval",
+                    .value_name = "DURATION",
+                    .help = "time between probe starts",
+                    .default_value = format_duration(d.upstream.interval)},
+           .set = [](config& c, sv name,
+                     sv value) { c.upstream.interval = positive_duration_flag(name, value); }},
+          {.spec = {.name = "--upstream-timeout",
+                    .value_name = "DURATION",
+                    .help = "a probe's limit: connect, TLS and answer",
+                    .default_value = format_duration(d.upstream.timeout)},
+           .set = [](config& c, sv name,
+                     sv value) { c.upstream.timeout = positive_duration_flag(name, value); }},
+          {.spec = {.name = "--upstream-fall",
+                    .value_name = "N",
+                    .help = "failures in a row that fail the check",
+                    .default_value = std::to_string(d.upstream.fall)},
+           .set = [](config& c, sv name, sv value) { c.upstream.fall = count_flag(name, value); }},
+          {.spec = {.name = "--upstream-rise",
+                    .value_name = "N",
+                    .help = "passes in a row that pass it again",
+                    .default_value = std::to_string(d.upstream.rise)},
+           .set = [](config& c, sv name, sv value) { c.upstream.rise = count_flag(name, value); }},
+          {.spec = {.name = "--upstream-ca-file",
+                    .value_name = "PATH",
+                    .help = "verify the server against this CA (default: the system's)"},
+           .set = [](config& c, sv name,
+                     sv value) { c.upstream.ca_file = path_flag(name, value); }},
+          {.spec = {.name = "--upstream-tls-server-name",
+                    .value_name = "NAME",
+                    .help = "verify this name instead of the URL's host"},
+           .set = [](config& c, sv name,
+                     sv value) { c.upstream.server_name = name_flag(name, value); }},
+          {.spec = {.name = "--upstream-insecure-skip-verify",
+                    .help = "do not verify the server's certificate (WARNING)"},
+           .set = [](config& c, sv, sv) { c.upstream.insecure_skip_verify = true; }},
+          {.spec = {.name = "--upstream-client-cert",
+                    .value_name = "PATH",
+                    .help = "client certificate (mTLS), with --upstream-client-key"},
+           .set = [](config& c, sv name,
+                     sv value) { c.upstream.client_cert = path_flag(name, value); }},
+          {.spec = {.name = "--upstream-client-key",
+                    .value_name = "PATH",
+                    .help = "the client certificate's key, with --upstream-client-cert"},
+           .set = [](config& c, sv name,
+                     sv value) { c.upstream.client_key = path_flag(name, value); }},
+          {.spec = {.name = "--upstream-token-file",
+                    .value_name = "PATH",
+                    .help = "send Authorization: Bearer with this file's token"},
+           .set = [](config& c, sv name,
+                     sv value) { c.upstream.token_file = path_flag(name, value); }},
+          {.spec = {.name = "--kubelet-config",
+                    .value_name = "PATH",
+                    .help = "kubelet's config file: when its graceful node shutdown\n"
+                            "stops and kills kube-apiserver (default: not read)"},
+           .set = [](config& c, sv name,
+                     sv value) { c.kubelet_config = absolute_path_flag(name, value); }},
+          {.spec = {.name = "--static-pod-manifest",
+                    .value_name = "PATH",
+                    .help = "kube-apiserver's static pod (its priority for kubelet), or\n"
+                            "kubelet's static pod directory (etcd's too); with both,\n"
+                            "the shim leaves the signal to kubelet when kubelet stops\n"
+                            "it (default: not read)"},
+           .set = [](config& c, sv name,
+                     sv value) { c.static_pod_manifest = absolute_path_flag(name, value); }},
+          {.spec = {.name = "--help",
+                    .help = "show this help and exit",
+                    .alias = "-h",
+                    .ends_parsing = true},
+           .set = [](config& c, sv, sv) { c.what = config::action::help; }},
+          {.spec = {.name = "--version", .help = "show the version and exit", .ends_parsing = true},
+           .set = [](config& c, sv, sv) { c.what = config::action::version; }},
+      }};
+}
+
+// The command to wrap, after "--": the other way to find the target.
+void take_command(config& cfg, std::span<const std::string_view> command) {
+  if (const auto chosen = target_flag(cfg.target); !chosen.empty()) {
+    throw usage_error(fmt::format(
+        "{} and a command after -- are mutually exclusive; pick one way to find the target",
+        chosen));
+  }
+  if (command.empty()) throw usage_error("nothing after --; give the command to run");
+  if (command.front().empty()) throw usage_error("the command after -- is empty");
+  cfg.target.command.assign(command.begin(), command.end());
+}
+
 }  // namespace
 
-// Flags are parsed left to right. --help/-h and --version stop parsing where they appear and win:
-// a bad flag before them is still an error, anything after them is ignored. A flag that takes a
-// value reads it from "--flag=value" or from the next argument, unless that argument starts with
-// "--" (then the value is reported missing; "--flag=--odd" still works). A flag whose value is
-// optional (--ensure-inhibit-delay) reads it only from "--flag=value". Single-valued flags may
-// be given once; --listen may be repeated, its first use replacing the default.
+const flag_table<config>& daemon_flags() {
+  static const flag_table<config> table = make_daemon_flags();
+  return table;
+}
+
+// Single-valued flags may be given once; --listen may be repeated, its uses replacing the default.
 config parse_flags(std::span<const std::string_view> args) {
   config cfg;
-  std::set<flag_id> seen;
-  bool listen_given = false;
-  std::string_view target_flag;  // the flag that chose the target, for conflict messages
-
-  auto choose_target = [&](std::string_view flag) {
-    if (!target_flag.empty()) {
-      throw usage_error(fmt::format(
-          "{} and {} are mutually exclusive; pick one way to find the target", target_flag, flag));
-    }
-    target_flag = flag;
-  };
-
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-
-    if (arg == "--") {
-      if (!target_flag.empty()) {
-        throw usage_error(fmt::format(
-            "{} and a command after -- are mutually exclusive; pick one way to find the target",
-            target_flag));
-      }
-      if (i + 1 == args.size()) throw usage_error("nothing after --; give the command to run");
-      if (args[i + 1].empty()) throw usage_error("the command after -- is empty");
-      cfg.target.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
-      break;
-    }
-    if (arg.size() < 2 || arg.front() != '-') {
-      throw usage_error(
-          fmt::format("unexpected argument {}; put the command after --", quoted(arg)));
-    }
-
-    std::string_view name = arg;
-    std::string_view value;
-    bool has_value = false;
-    if (auto eq = arg.find('='); eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      has_value = true;
-    }
-    const flag_def* def = find_flag(name);
-    if (def == nullptr) {
-      // Quoted only when needed: a newline in it would make the message two lines (found by the
-      // flags fuzz target).
-      const bool plain =
-          std::all_of(name.begin(), name.end(), [](char c) { return c > ' ' && c < 0x7f; });
-      throw usage_error(fmt::format("unknown flag {}", plain ? std::string(name) : quoted(name)));
-    }
-
-    if (def->value_name.empty()) {
-      if (has_value) throw usage_error(fmt::format("{} takes no value", name));
-      if (def->id == flag_id::upstream_insecure_skip_verify) {
-        if (!seen.insert(def->id).second) {
-          throw usage_error(fmt::format("{}: given more than once", name));
-        }
-        cfg.upstream.insecure_skip_verify = true;
-        continue;
-      }
-      cfg.what = def->id == flag_id::help ? config::action::help : config::action::version;
-      return cfg;
-    }
-    if (!has_value && !def->default_value.empty()) {
-      value = def->default_value;
-    } else if (!has_value) {
-      if (i + 1 == args.size() || args[i + 1].starts_with("--")) {
-        throw usage_error(
-            fmt::format("{}: missing value (want {}={})", name, name, def->value_name));
-      }
-      value = args[++i];
-    }
-    if (def->id != flag_id::listen && !seen.insert(def->id).second) {
-      throw usage_error(fmt::format("{}: given more than once", name));
-    }
-
-    switch (def->id) {
-      case flag_id::listen: {
-        listen_address address = listen_flag(name, value);
-        if (!listen_given) {
-          cfg.listen.clear();
-          listen_given = true;
-        }
-        if (std::find(cfg.listen.begin(), cfg.listen.end(), address) != cfg.listen.end()) {
-          bad_value(name, fmt::format("{} given twice", format_listen_address(address)));
-        }
-        cfg.listen.push_back(std::move(address));
-        break;
-      }
-      case flag_id::drain_delay:
-        cfg.drain_delay = duration_flag(name, value);
-        break;
-      case flag_id::signal_delay:
-        cfg.signal_delay = duration_flag(name, value);
-        break;
-      case flag_id::exit_timeout:
-        cfg.exit_timeout = duration_flag(name, value);
-        break;
-      case flag_id::signal:
-        try {
-          cfg.signal = parse_signal(value);
-        } catch (const std::invalid_argument& e) {
-          bad_value(name, e.what());
-        }
-        break;
-      case flag_id::target_pid:
-        choose_target(name);
-        cfg.target.pid = pid_flag(name, value);
-        break;
-      case flag_id::target_pidfile:
-        choose_target(name);
-        if (value.empty()) bad_value(name, "empty path");
-        cfg.target.pidfile = value;
-        break;
-      case flag_id::target_name:
-        choose_target(name);
-        if (value.empty()) bad_value(name, "empty name");
-        // Longer names are fine: the resolver compares the first 15 bytes, as comm holds them.
-        if (value.find('/') != std::string_view::npos) {
-          bad_value(name, fmt::format("{} contains '/'; want the process name as in "
-                                      "/proc/PID/comm, not a path",
-                                      quoted(value)));
-        }
-        cfg.target.name = value;
-        break;
-      case flag_id::target_user:
-        cfg.target.name_uid = user_flag(name, value);
-        break;
-      case flag_id::inhibit:
-        cfg.inhibit = choice_flag<inhibit_mode, 3>(name, value,
-                                                   {{{"auto", inhibit_mode::automatic},
-                                                     {"required", inhibit_mode::required},
-                                                     {"off", inhibit_mode::off}}});
-        break;
-      case flag_id::forward_on_sigterm:
-        cfg.forward_on_sigterm =
-            choice_flag<forward_policy, 3>(name, value,
-                                           {{{"auto", forward_policy::automatic},
-                                             {"always", forward_policy::always},
-                                             {"never", forward_policy::never}}});
-        break;
-      case flag_id::event_log:
-        if (value.empty()) bad_value(name, "empty path");
-        cfg.event_log = value;
-        break;
-      case flag_id::log_format:
-        cfg.format = choice_flag<log_format, 2>(
-            name, value, {{{"text", log_format::text}, {"json", log_format::json}}});
-        break;
-      case flag_id::ensure_inhibit_delay:
-        cfg.ensure_inhibit_delay = choice_flag<ensure_mode, 2>(
-            name, value,
-            {{{"try", ensure_mode::best_effort}, {"required", ensure_mode::required}}});
-        break;
-      case flag_id::logind_conf_dir:
-        // logind reads fixed absolute paths; a relative one would depend on the working directory.
-        if (!value.starts_with('/')) {
-          bad_value(name, fmt::format("{} is not an absolute path", quoted(value)));
-        }
-        cfg.logind_conf_dir = value;
-        while (cfg.logind_conf_dir.size() > 1 && cfg.logind_conf_dir.back() == '/') {
-          cfg.logind_conf_dir.pop_back();
-        }
-        break;
-      case flag_id::state_dir:
-        if (!value.starts_with('/')) {
-          bad_value(name, fmt::format("{} is not an absolute path", quoted(value)));
-        }
-        cfg.state_dir = value;
-        break;
-      // Read again whenever kubelet takes its lock anew (a restarted kubelet reads its files anew):
-      // a relative path would depend on the working directory of that moment's process.
-      case flag_id::kubelet_config:
-      case flag_id::static_pod_manifest:
-        if (!value.starts_with('/')) {
-          bad_value(name, fmt::format("{} is not an absolute path", quoted(value)));
-        }
-        (def->id == flag_id::kubelet_config ? cfg.kubelet_config : cfg.static_pod_manifest) = value;
-        break;
-      case flag_id::upstream_readyz: {
-        auto url = parse_upstream_url(value);
-        if (!url) bad_value(name, fmt::format("{}: {}", quoted(value), url.error()));
-        cfg.upstream.url = url.value();
-        break;
-      }
-      case flag_id::upstream_interval:
-        cfg.upstream.interval = positive_duration_flag(name, value);
-        break;
-      case flag_id::upstream_timeout:
-        cfg.upstream.timeout = positive_duration_flag(name, value);
-        break;
-      case flag_id::upstream_fall:
-        cfg.upstream.fall = count_flag(name, value);
-        break;
-      case flag_id::upstream_rise:
-        cfg.upstream.rise = count_flag(name, value);
-        break;
-      case flag_id::upstream_ca_file:
-        cfg.upstream.ca_file = path_flag(name, value);
-        break;
-      case flag_id::upstream_tls_server_name:
-        if (value.empty()) bad_value(name, "empty name");
-        cfg.upstream.server_name = value;
-        break;
-      case flag_id::upstream_client_cert:
-        cfg.upstream.client_cert = path_flag(name, value);
-        break;
-      case flag_id::upstream_client_key:
-        cfg.upstream.client_key = path_flag(name, value);
-        break;
-      case flag_id::upstream_token_file:
-        cfg.upstream.token_file = path_flag(name, value);
-        break;
-      case flag_id::upstream_insecure_skip_verify:
-      case flag_id::help:
-      case flag_id::version:
-        break;  // handled above
-    }
-  }
-  if (seen.count(flag_id::target_user) && cfg.target.name.empty()) {
+  cfg.listen.clear();
+  const flags_read read = parse_flag_table(daemon_flags(), args, cfg);
+  if (cfg.listen.empty()) cfg.listen = config{}.listen;
+  if (cfg.what != config::action::run) return cfg;
+  if (read.after_dashes) take_command(cfg, *read.after_dashes);
+  if (read.given.count("--target-user") && cfg.target.name.empty()) {
     throw usage_error("--target-user applies only to --target-name");
   }
   if (cfg.ensure_inhibit_delay != ensure_mode::off && cfg.inhibit == inhibit_mode::off) {
     throw usage_error(
         "--ensure-inhibit-delay needs logind on the system bus, which --inhibit=off never uses");
   }
-  check_upstream_flags(cfg.upstream, seen);
+  check_upstream_flags(cfg.upstream, read.given);
   // Failing would leave the command running without its shim.
   if (cfg.ensure_inhibit_delay == ensure_mode::required && cfg.target.wrapper()) {
     throw usage_error(
@@ -467,77 +530,14 @@ std::string state_directory(const config& cfg) {
   return std::string(kDefaultStateDir);
 }
 
-std::string usage_text(std::span<const subcommand> commands) {
-  const config d;
-  const std::string listen_default = format_listen_addresses(d.listen);
-  std::string names;
-  for (const auto& command : commands) {
-    if (!names.empty()) names += '|';
-    names += command.name;
-  }
-  // One line per flag; the unit test keeps every line within 100 columns.
+std::string daemon_flags_help() {
   return fmt::format(
-      "Usage: shutdown-shim [FLAGS] [-- COMMAND [ARG...]]\n"
-      "  or:  shutdown-shim {} [ARG...]\n"
-      "\n"
-      "Holds node shutdown with a systemd-logind delay inhibitor, reports not-ready, then signals\n"
-      "the target. Find the target with one --target-* flag, or run it as a child after --.\n"
-      "\n"
-      "{}"
-      "\n"
       "Flags:\n"
-      "  --listen=HOST:PORT           HTTP listener, repeatable; IPv6 as [::]:6080 (default {})\n"
-      "  --drain-delay=DURATION       stay unready this long once shutdown starts (default {})\n"
-      "  --signal-delay=DURATION      signal this long after going unready (default: the drain\n"
-      "                               minus kube-apiserver's --shutdown-delay-duration, or 0)\n"
-      "  --exit-timeout=DURATION      hold at most this long after the drain for the exit (default "
-      "{})\n"
-      "  --signal=NAME                signal for the target: TERM, SIGINT, 15... (default {})\n"
-      "  --target-pid=PID             signal this process (default: none)\n"
-      "  --target-pidfile=PATH        read the target's PID from this file when signalling "
-      "(default: none)\n"
-      "  --target-name=NAME           signal every root process whose /proc/PID/comm is NAME\n"
-      "  --target-user=NAME|UID       with --target-name: that user's processes instead of root's\n"
-      "  --inhibit=MODE               logind delay lock: auto, required or off (default auto)\n"
-      "  --forward-on-sigterm=WHEN    pass the shim's SIGTERM on: auto, always or never (default "
-      "auto)\n"
-      "  --event-log=PATH             append lifecycle events to PATH as JSON lines (default: "
-      "none)\n"
-      "  --log-format=FORMAT          stderr log lines: text or json (default text)\n"
-      "  --ensure-inhibit-delay[=try|required]\n"
-      "                               raise logind's InhibitDelayMaxSec with a drop-in if too "
-      "short;\n"
-      "                               try warns on failure, required exits 1 (default: only "
-      "report)\n"
-      "  --logind-conf-dir=PATH       where that drop-in goes (default {})\n"
-      "  --state-dir=PATH             what was signalled, for a restart mid-hold (default\n"
-      "                               $RUNTIME_DIRECTORY, else {})\n"
-      "  --upstream-readyz=URL        also require kube-apiserver's own /readyz, e.g.\n"
-      "                               https://localhost:6443/readyz (default: not checked)\n"
-      "  --upstream-interval=DURATION time between probe starts (default {})\n"
-      "  --upstream-timeout=DURATION  a probe's limit: connect, TLS and answer (default {})\n"
-      "  --upstream-fall=N            failures in a row that fail the check (default {})\n"
-      "  --upstream-rise=N            passes in a row that pass it again (default {})\n"
-      "  --upstream-ca-file=PATH      verify the server against this CA (default: system's)\n"
-      "  --upstream-tls-server-name=NAME  verify this name instead of the URL's host\n"
-      "  --upstream-insecure-skip-verify  do not verify the server's certificate (WARNING)\n"
-      "  --upstream-client-cert=PATH  client certificate (mTLS), with --upstream-client-key=PATH\n"
-      "  --upstream-token-file=PATH   send Authorization: Bearer with this file's token\n"
-      "  --kubelet-config=PATH        kubelet's config file: when its graceful node shutdown\n"
-      "                               stops and kills kube-apiserver (default: not read)\n"
-      "  --static-pod-manifest=PATH   kube-apiserver's static pod (its priority for kubelet), or\n"
-      "                               kubelet's static pod directory (etcd's too); with both,\n"
-      "                               the shim leaves the signal to kubelet when kubelet stops\n"
-      "                               it (default: not read)\n"
-      "  -h, --help                   show this help and exit\n"
-      "  --version                    show the version and exit\n"
+      "{}"
       "\n"
       "DURATION is Go syntax (70s, 1m30s, 250ms, 1.5h, 0), at most {}.\n"
       "Flags take --flag=value or --flag value.\n",
-      names, commands_help(commands), listen_default, format_duration(d.drain_delay),
-      format_duration(d.exit_timeout), signal_name(d.signal).substr(3), d.logind_conf_dir,
-      kDefaultStateDir, format_duration(d.upstream.interval), format_duration(d.upstream.timeout),
-      d.upstream.fall, d.upstream.rise, format_duration(kMaxFlagDuration));
+      flags_help(daemon_flags()), format_duration(kMaxFlagDuration));
 }
 
 }  // namespace shim

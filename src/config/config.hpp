@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "config/flag_table.hpp"
 #include "config/flag_values.hpp"
-#include "config/subcommand.hpp"
 #include "config/usage_error.hpp"
 #include "http/listen_address.hpp"
 #include "log/log_format.hpp"
@@ -65,10 +65,13 @@ inline constexpr std::chrono::hours kMaxFlagDuration{24};
 // RuntimeDirectory= (the first, if it lists several), else kDefaultStateDir.
 std::string state_directory(const config& cfg);
 
+// The daemon's flags: what parse_flags() reads and --help shows.
+const flag_table<config>& daemon_flags();
+
 // Parses argv (without argv[0]). Throws usage_error.
 config parse_flags(std::span<const std::string_view> args);
 
-// --help: the daemon's flags, and the subcommands of main()'s table.
-std::string usage_text(std::span<const subcommand> commands);
+// --help's "Flags:" section: every flag of daemon_flags(), and the syntax of their values.
+std::string daemon_flags_help();
 
 }  // namespace shim

@@ -5,12 +5,9 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <optional>
 #include <vector>
 
-#include "config/command_flags.hpp"
-#include "config/usage_error.hpp"
 #include "log/log_line.hpp"
 #include "report/boot_journal.hpp"
 #include "report/shutdown_history.hpp"
@@ -23,17 +20,6 @@ constexpr std::size_t kMaxTrigger = 40;
 constexpr std::size_t kMaxDetail = 200;
 // The shim's KubeletShutdown words, the fix in them: at most 1233 bytes (shim_status.cpp).
 constexpr std::size_t kMaxKubelet = 2048;
-
-std::size_t parse_boots(std::string_view value) {
-  std::size_t n = 0;
-  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || ptr != value.data() + value.size() || n == 0 ||
-      n > report_options::kMaxBoots) {
-    throw usage_error(fmt::format("--boots: {:?} is not a number from 1 to {}", value,
-                                  report_options::kMaxBoots));
-  }
-  return n;
-}
 
 std::string seconds_text(std::optional<double> s) { return s ? fmt::format("{:.1f}s", *s) : "-"; }
 
@@ -216,81 +202,6 @@ std::string render_json(const std::vector<row>& rows) {
   }
   return out;
 }
-
-}  // namespace
-
-report_options parse_report_flags(std::span<const std::string_view> args) {
-  report_options options;
-  command_flag_reader p{args};
-  bool seen_log = false, seen_boots = false, seen_journal = false, seen_from_journal = false;
-  const auto once = [](bool& seen, std::string_view name) {
-    if (seen) throw usage_error(fmt::format("{}: given more than once", name));
-    seen = true;
-  };
-  for (; p.i < args.size(); ++p.i) {
-    const std::string_view arg = args[p.i];
-    if (arg == "--help" || arg == "-h") {
-      options.help = true;
-      return options;
-    }
-    if (arg == "--json") {
-      options.json = true;
-    } else if (arg == "--journal") {
-      once(seen_from_journal, "--journal");
-      options.journal = true;
-    } else if (is_flag(arg, "--event-log")) {
-      once(seen_log, "--event-log");
-      options.event_log = p.value_of("--event-log", arg);
-      if (options.event_log.empty()) throw usage_error("--event-log: empty path");
-    } else if (is_flag(arg, "--boots")) {
-      once(seen_boots, "--boots");
-      options.boots = parse_boots(p.value_of("--boots", arg));
-    } else if (is_flag(arg, "--journal-dir")) {
-      once(seen_journal, "--journal-dir");
-      options.journal_dir = p.value_of("--journal-dir", arg);
-    } else {
-      // Quoted, so that a control character in it cannot make the message two lines.
-      throw usage_error(fmt::format("report: unknown argument {:?}", arg));
-    }
-  }
-  return options;
-}
-
-std::string report_usage_text() {
-  return fmt::format(
-      "usage: shutdown-shim report [--event-log=PATH | --journal] [--boots=N] [--json]\n"
-      "                            [--journal-dir=DIR]\n"
-      "\n"
-      "What became of the system shutdown of each of the last N boots that had one, from the\n"
-      "event log: when and why it began, unready to signal, signal to the target's exit, how long\n"
-      "the reboot was held, logind's InhibitDelayMaxSec as the shim saw it, and a verdict: clean,\n"
-      "cut short, no signal, cancelled (or in progress, this boot). Restarts of the shim (a\n"
-      "SIGTERM while no shutdown was under way) are no shutdowns: each boot's are counted on a\n"
-      "line of their own, and a boot that had only restarts has the verdict restart. For a hold\n"
-      "cut short, the journal of that boot says whether logind's timeout or a SIGKILL or crash\n"
-      "ended it. A log that a user other than root may write (the file, its directory or one\n"
-      "above) can say anything: then every verdict is untrusted.\n"
-      "\n"
-      "  --event-log=PATH   the shim's --event-log; PATH.1 (rotated) is read first if it exists\n"
-      "                     (default: {}, as the systemd unit\n"
-      "                     and the Kubernetes manifests write it)\n"
-      "  --journal          the shim's entries in the journal instead of the event log (the\n"
-      "                     default when there is no event log and the journal is persistent:\n"
-      "                     {} or --journal-dir exists); only root's entries count\n"
-      "  --boots=N          the last N boots that had a shutdown, with those of restarts only\n"
-      "                     among and after them (default {})\n"
-      "  --json             one JSON object per boot and line instead of the table\n"
-      "  --journal-dir=DIR  read the journal from DIR (e.g. another node's /var/log/journal)\n"
-      "                     instead of the local one, for --journal and a hold cut short\n"
-      "\n"
-      "Exit status: 0 the most recent system shutdown was clean; 1 it was not (or is still under\n"
-      "way, or the log is untrusted); 2 usage error; 3 no system shutdown on record; 4 the event\n"
-      "log could not be read (or the journal opened).\n",
-      report_options::kDefaultEventLog, report_options::kPersistentJournal,
-      report_options::kDefaultBoots);
-}
-
-namespace {
 
 // The verdicts of boots read from source (the event log's path, or the journal).
 report judge(const std::vector<shutdown_history::boot>& boots, const report_options& options,

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstddef>
-#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,15 +24,10 @@ struct report_options {
   bool json = false;
   bool journal = false;     // the records from the journal, not the event log
   std::string journal_dir;  // empty: the local journal
-  bool help = false;
 };
 
-// The arguments after "report". Throws usage_error, one line naming the flag.
-report_options parse_report_flags(std::span<const std::string_view> args);
-std::string report_usage_text();
-
 struct report {
-  // main() turns this into the exit status (the usage text lists them).
+  // What the exit status says (the report command's usage text lists them).
   enum class outcome {
     clean,        // the most recent shutdown on record was clean
     not_clean,    // it was not (or is still under way)

@@ -26,7 +26,7 @@
 #include <system_error>
 #include <vector>
 
-#include "config/flag_table.hpp"
+#include "config/config.hpp"
 #include "log_test_support.hpp"
 #include "util/unique_fd.hpp"
 
@@ -223,12 +223,49 @@ TEST(CommandLine, HelpListsTheCommandsAndGivesTheirs) {
   EXPECT_EQ(shim({"help", "help"}).out, help_help.out);  // help COMMAND is COMMAND --help
 }
 
-// What a daemon flag is offered as: "--flag=" for a value, "--flag" without, both when the value
-// may be left out.
-std::vector<std::string> offered_as(const flag_def& def) {
+// status and drill read their flags with the daemon's table machinery (issue 34): their usage
+// errors exit 2 with one line, as report's do.
+TEST(CommandLine, StatusAndDrillUsageErrors) {
+  auto r = shim({"status", "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: status: unknown argument \"--bogus\"\n");
+  EXPECT_EQ(r.out, "");
+  r = shim({"drill", "--duration=soon"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, testing::StartsWith("shutdown-shim: drill --duration: "));
+  r = shim({"drill", "--stop", "--lb-fall=3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: drill --stop takes no --duration or --lb-fall\n");
+  r = shim({"drill", "--state-dir"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: --state-dir: missing value\n");
+  // Changed by issue 34: a flag given twice is refused, as report refuses it...
+  r = shim({"status", "--json", "--json"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "shutdown-shim: --json: given more than once\n");
+  // ...and --help ends the reading, as it does for report and the daemon.
+  r = shim({"status", "--help", "--bogus"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, testing::StartsWith("Usage: shutdown-shim status "));
+}
+
+// --help is made from the table parse_flags() reads: every flag, with what it takes.
+TEST(CommandLine, HelpShowsEveryFlagOfTheTable) {
+  const ran help = shim({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  for (const auto& [spec, set] : daemon_flags().flags) {
+    EXPECT_THAT(help.out, testing::HasSubstr("\n" + spec.head())) << spec.name;
+  }
+  EXPECT_THAT(help.out, testing::HasSubstr("\n  --inhibit=auto|required|off "));
+}
+
+// What a daemon flag is offered as: "--flag=" for a value, "--flag" without (and its alias), both
+// when the value may be left out.
+std::vector<std::string> offered_as(const flag_spec& def) {
   const std::string name(def.name);
+  if (def.value_name.empty() && !def.alias.empty()) return {name, std::string(def.alias)};
   if (def.value_name.empty()) return {name};
-  if (!def.default_value.empty()) return {name, name + "="};
+  if (!def.implied_value.empty()) return {name, name + "="};
   return {name + "="};
 }
 
@@ -272,7 +309,7 @@ TEST_F(BashCompletion, AFlagPrefixCompletesToTheFlag) {
 
 TEST_F(BashCompletion, EveryDaemonFlagIsOffered) {
   std::vector<std::string> want;
-  for (const auto& def : kFlags) {
+  for (const auto& [def, set] : daemon_flags().flags) {
     for (auto& word : offered_as(def)) want.push_back(std::move(word));
   }
   EXPECT_THAT(words("shutdown-shim -"), UnorderedElementsAreArray(want));
@@ -284,7 +321,7 @@ TEST_F(BashCompletion, EveryDaemonFlagIsOffered) {
 
 TEST_F(BashCompletion, EnumerationsOfferTheirWords) {
   int enumerations = 0;
-  for (const auto& def : kFlags) {
+  for (const auto& [def, set] : daemon_flags().flags) {
     const auto values = enumeration(def.value_name);
     if (values.empty()) continue;
     ++enumerations;
@@ -294,7 +331,7 @@ TEST_F(BashCompletion, EnumerationsOfferTheirWords) {
                 ElementsAre(values.back()))
         << name;
     // "--flag value" too, unless the value is optional (then only "--flag=value" gives one).
-    if (def.default_value.empty()) {
+    if (def.implied_value.empty()) {
       EXPECT_THAT(words("shutdown-shim " + name + " "), UnorderedElementsAreArray(values)) << name;
     } else {
       EXPECT_THAT(words("shutdown-shim " + name + " "), Not(Contains(values.front()))) << name;
@@ -305,7 +342,7 @@ TEST_F(BashCompletion, EnumerationsOfferTheirWords) {
 }
 
 TEST_F(BashCompletion, PathFlagsOfferFiles) {
-  for (const auto& def : kFlags) {
+  for (const auto& [def, set] : daemon_flags().flags) {
     if (def.value_name != "PATH") continue;
     const std::string name(def.name);
     const auto o = complete("shutdown-shim " + name + "=a");

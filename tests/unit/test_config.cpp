@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/subcommand.hpp"
 #include "config/config.hpp"
 #include "util/duration_text.hpp"
 #include "util/signal_names.hpp"

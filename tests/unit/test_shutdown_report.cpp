@@ -1,4 +1,4 @@
-// shutdown-shim report: its flags, its table and JSON, and the outcome main() turns into the exit
+// shutdown-shim report: its table and JSON, and the outcome main() turns into the exit
 // status.
 
 #include <gmock/gmock.h>
@@ -14,7 +14,6 @@
 #include <utility>
 #include <vector>
 
-#include "config/config.hpp"
 #include "event_log_builder.hpp"
 #include "log_test_support.hpp"
 #include "report/shutdown_report.hpp"
@@ -31,17 +30,6 @@ using namespace std::chrono_literals;
 
 constexpr std::string_view kRunningBoot = "ffffffff000000000000000000000000";
 
-report_options parse(std::vector<std::string_view> args) { return parse_report_flags(args); }
-
-std::string usage_error_of(std::vector<std::string_view> args) {
-  try {
-    parse_report_flags(args);
-  } catch (const usage_error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 class ShutdownReport : public ::testing::Test {
  protected:
   test::temp_dir dir;
@@ -57,40 +45,6 @@ class ShutdownReport : public ::testing::Test {
     return make_report(options, std::string(kRunningBoot));
   }
 };
-
-TEST(ReportFlags, Defaults) {
-  const auto o = parse({});
-  EXPECT_EQ(o.event_log, "/var/log/shutdown-shim/events.jsonl");
-  EXPECT_EQ(o.boots, 10u);
-  EXPECT_FALSE(o.json);
-  EXPECT_FALSE(o.help);
-  EXPECT_THAT(report_usage_text(), HasSubstr("/var/log/shutdown-shim/events.jsonl"));
-}
-
-TEST(ReportFlags, BothSpellingsOfAValue) {
-  EXPECT_EQ(parse({"--event-log=/tmp/a"}).event_log, "/tmp/a");
-  EXPECT_EQ(parse({"--event-log", "/tmp/b"}).event_log, "/tmp/b");
-  EXPECT_EQ(parse({"--boots=3", "--json"}).boots, 3u);
-  EXPECT_TRUE(parse({"--boots", "3", "--json"}).json);
-  EXPECT_TRUE(parse({"--journal", "--journal-dir=/x"}).journal);
-  EXPECT_FALSE(parse({}).journal);
-  EXPECT_EQ(usage_error_of({"--journal", "--journal"}), "--journal: given more than once");
-  EXPECT_EQ(parse({"--journal-dir=/srv/j"}).journal_dir, "/srv/j");
-  EXPECT_TRUE(parse({"--json", "--help", "--nonsense"}).help);
-}
-
-TEST(ReportFlags, UsageErrorsNameTheFlagOnOneLine) {
-  EXPECT_EQ(usage_error_of({"--boots=0"}), R"(--boots: "0" is not a number from 1 to 10000)");
-  EXPECT_EQ(usage_error_of({"--boots=x"}), R"(--boots: "x" is not a number from 1 to 10000)");
-  EXPECT_EQ(usage_error_of({"--boots=10001"}),
-            R"(--boots: "10001" is not a number from 1 to 10000)");
-  EXPECT_EQ(usage_error_of({"--boots"}), "--boots: missing value");
-  EXPECT_EQ(usage_error_of({"--event-log", "--json"}), "--event-log: missing value");
-  EXPECT_EQ(usage_error_of({"--event-log="}), "--event-log: empty path");
-  EXPECT_EQ(usage_error_of({"--json=1"}), R"(report: unknown argument "--json=1")");
-  EXPECT_EQ(usage_error_of({"--bogus\nflag"}), R"(report: unknown argument "--bogus\nflag")");
-  EXPECT_EQ(usage_error_of({"--boots=1", "--boots=2"}), "--boots: given more than once");
-}
 
 TEST_F(ShutdownReport, CleanTable) {
   event_log_builder log;

@@ -8,8 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/config.hpp"
-#include "config/subcommand.hpp"
+#include "cli/subcommand.hpp"
 #include "config/usage_error.hpp"
 
 namespace shim {
@@ -17,7 +16,7 @@ namespace {
 
 using testing::HasSubstr;
 
-int no_run(std::span<const std::string_view>) { return 0; }
+command_outcome no_run(std::span<const std::string_view>) { return command_outcome::ok; }
 
 // The table main() has, and the two the lead adds next (issue 23): names close to each other.
 constexpr std::array<subcommand, 4> kTable{{

@@ -9,65 +9,46 @@
 #include <system_error>
 #include <vector>
 
+#include "cli/control_commands.hpp"
+#include "cli/report_command.hpp"
+#include "cli/subcommand.hpp"
 #include "config/config.hpp"
-#include "config/subcommand.hpp"
-#include "control/control_commands.hpp"
 #include "daemon/shutdown_shim.hpp"
 #include "log/event_log.hpp"
 #include "process/target.hpp"
-#include "report/shutdown_report.hpp"
-#include "util/boot_id.hpp"
 #include "util/build_version.hpp"
 
 namespace {
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-// `shutdown-shim report`: 0 clean and 1 not clean, as above; then these.
-constexpr int kExitNoShutdown = 3;
+// The commands' further outcomes (their usage texts list them).
+constexpr int kExitNotFound = 3;
 constexpr int kExitUnreadable = 4;
 
-int usage_failure(const shim::usage_error& e) {
-  std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
-  return kExitUsage;
-}
-
-int report_command(std::span<const std::string_view> args) {
-  shim::report_options options;
-  try {
-    options = shim::parse_report_flags(args);
-  } catch (const shim::usage_error& e) {
-    return usage_failure(e);
-  }
-  if (options.help) {
-    std::fputs(shim::report_usage_text().c_str(), stdout);
-    return 0;
-  }
-  const auto report = shim::make_report(options, shim::current_boot_id());
-  std::fputs(report.out.c_str(), stdout);
-  if (!report.note.empty()) std::fprintf(stderr, "shutdown-shim report: %s\n", report.note.c_str());
-  switch (report.result) {
-    case shim::report::outcome::clean:
+int exit_status(shim::command_outcome outcome) {
+  switch (outcome) {
+    case shim::command_outcome::ok:
       return 0;
-    case shim::report::outcome::not_clean:
+    case shim::command_outcome::failed:
       return kExitFailure;
-    case shim::report::outcome::no_shutdown:
-      return kExitNoShutdown;
-    case shim::report::outcome::unreadable:
+    case shim::command_outcome::not_found:
+      return kExitNotFound;
+    case shim::command_outcome::unreadable:
       return kExitUnreadable;
   }
   return kExitFailure;
 }
 
-int help_command(std::span<const std::string_view> args);
+shim::command_outcome help_command(std::span<const std::string_view> args);
 
 // `shutdown-shim NAME ARG...` runs NAME's run(ARG...); a first argument that is any other bare
 // word is a usage error naming the nearest (shim::subcommand says what else reads this table).
 constexpr auto kCommands = std::to_array<shim::subcommand>({
     {.name = "report",
-     .synopsis = "[--event-log=PATH|--journal] [--boots=N] [--json] [--journal-dir=DIR]",
+     .synopsis = shim::kReportSynopsis,
      .summary = "what each recent shutdown did, and whether it was clean (exit 0)",
-     .run = report_command},
+     .run = shim::report_command},
     {.name = "status",
      .synopsis = shim::kStatusSynopsis,
      .summary = "what the running shim is doing and would do at the next shutdown (exit 0 ready)",
@@ -82,12 +63,12 @@ constexpr auto kCommands = std::to_array<shim::subcommand>({
      .run = help_command},
 });
 
-int daemon_usage() {
+shim::command_outcome daemon_usage() {
   std::fputs(shim::usage_text(kCommands).c_str(), stdout);
-  return 0;
+  return shim::command_outcome::ok;
 }
 
-int help_command(std::span<const std::string_view> args) {
+shim::command_outcome help_command(std::span<const std::string_view> args) {
   if (args.empty()) return daemon_usage();
   if (args.front() == "--help" || args.front() == "-h") {
     std::fputs(
@@ -96,34 +77,29 @@ int help_command(std::span<const std::string_view> args) {
         "Shows the daemon's flags and the commands (as --help does), or COMMAND's flags (as\n"
         "shutdown-shim COMMAND --help does).\n",
         stdout);
-    return 0;
+    return shim::command_outcome::ok;
   }
-  if (args.size() > 1) return usage_failure(shim::usage_error("help: one command at most"));
-  try {
-    const std::array<std::string_view, 1> help{"--help"};
-    return shim::subcommand_named(args.front(), kCommands).run(help);
-  } catch (const shim::usage_error& e) {
-    return usage_failure(e);
-  }
+  if (args.size() > 1) throw shim::usage_error("help: one command at most");
+  const std::array<std::string_view, 1> help{"--help"};
+  return shim::subcommand_named(args.front(), kCommands).run(help);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
-  const shim::subcommand* command = nullptr;
   shim::config cfg;
   try {
     if (!args.empty() && shim::is_command_word(args.front())) {
-      command = &shim::subcommand_named(args.front(), kCommands);
-    } else {
-      cfg = shim::parse_flags(args);
+      return exit_status(
+          shim::subcommand_named(args.front(), kCommands).run(std::span(args).subspan(1)));
     }
+    cfg = shim::parse_flags(args);
   } catch (const shim::usage_error& e) {
-    return usage_failure(e);
+    std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
+    return kExitUsage;
   }
-  if (command != nullptr) return command->run(std::span(args).subspan(1));
-  if (cfg.what == shim::config::action::help) return daemon_usage();
+  if (cfg.what == shim::config::action::help) return exit_status(daemon_usage());
   if (cfg.what == shim::config::action::version) {
     // systemd's form: the version, then the build in parentheses (help2man reads this line).
     std::printf("shutdown-shim %.*s (%.*s)\n", static_cast<int>(shim::kVersion.size()),

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "cli/command_outcome.hpp"
+
 namespace shim {
 
 // One row of main()'s table of subcommands (`shutdown-shim report ...`): a new subcommand is one
@@ -13,9 +15,9 @@ struct subcommand {
   std::string_view name;
   std::string_view synopsis;  // its arguments, for --help: "[--json] [--boots=N]"
   std::string_view summary;   // one line for --help's Commands section
-  // The arguments after the name; returns the exit status. Answers --help with its usage and 0
+  // The arguments after the name; throws usage_error. Answers --help with its usage
   // (`shutdown-shim help NAME` runs NAME --help).
-  int (*run)(std::span<const std::string_view> args);
+  command_outcome (*run)(std::span<const std::string_view> args);
 };
 
 // Whether the first argument is a bare word, which names a subcommand (or mistypes one), rather
@@ -36,5 +38,8 @@ const subcommand& subcommand_named(std::string_view word, std::span<const subcom
 
 // --help's "Commands:" section, one row a line (two when the name and synopsis are long).
 std::string commands_help(std::span<const subcommand> commands);
+
+// --help: the daemon's flags, and the subcommands of main()'s table.
+std::string usage_text(std::span<const subcommand> commands);
 
 }  // namespace shim

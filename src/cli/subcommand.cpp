@@ -1,10 +1,12 @@
-#include "config/subcommand.hpp"
+#include "cli/subcommand.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <vector>
 
+#include "config/config.hpp"
+#include "config/help_columns.hpp"
 #include "config/usage_error.hpp"
 
 namespace shim {
@@ -79,19 +81,32 @@ const subcommand& subcommand_named(std::string_view word, std::span<const subcom
 }
 
 std::string commands_help(std::span<const subcommand> commands) {
-  // The column the flags' descriptions start at, in usage_text().
-  constexpr std::size_t kSummaryColumn = 31;
   std::string out = "Commands:\n";
   for (const auto& command : commands) {
     std::string head = fmt::format("  {}", command.name);
     if (!command.synopsis.empty()) head += fmt::format(" {}", command.synopsis);
-    if (head.size() < kSummaryColumn) {
-      out += fmt::format("{:<{}}{}\n", head, kSummaryColumn, command.summary);
-    } else {
-      out += fmt::format("{}\n{:<{}}{}\n", head, "", kSummaryColumn, command.summary);
-    }
+    out += help_row(head, command.summary, daemon_flags().help_column);
   }
   return out;
+}
+
+std::string usage_text(std::span<const subcommand> commands) {
+  std::string names;
+  for (const auto& command : commands) {
+    if (!names.empty()) names += '|';
+    names += command.name;
+  }
+  return fmt::format(
+      "Usage: shutdown-shim [FLAGS] [-- COMMAND [ARG...]]\n"
+      "  or:  shutdown-shim {} [ARG...]\n"
+      "\n"
+      "Holds node shutdown with a systemd-logind delay inhibitor, reports not-ready, then signals\n"
+      "the target. Find the target with one --target-* flag, or run it as a child after --.\n"
+      "\n"
+      "{}"
+      "\n"
+      "{}",
+      names, commands_help(commands), daemon_flags_help());
 }
 
 }  // namespace shim

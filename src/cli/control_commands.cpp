@@ -1,4 +1,4 @@
-#include "control/control_commands.hpp"
+#include "cli/control_commands.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <thread>
 
-#include "config/command_flags.hpp"
+#include "cli/command_flags.hpp"
 #include "config/config.hpp"
 #include "control/control_routes.hpp"
 #include "http/control_client.hpp"
@@ -19,68 +19,93 @@ namespace shim {
 
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitNoDaemon = 3;
-constexpr int kExitCannotAsk = 4;
-
 // How often a waiting `drill` asks how it goes: it runs on the operator's terminal, one request a
 // second over the local socket, and only while the drill lasts.
 constexpr std::chrono::seconds kFollowInterval{1};
 
-struct command_flags {
+// The flags of status and drill (status sets the first three).
+struct control_command_line {
   bool help = false;
   bool json = false;
+  std::string state_dir;
   bool stop = false;
   bool no_wait = false;
-  std::string state_dir;
   std::string duration;  // as given, checked by the shim (route_control)
   std::string lb_fall;
 };
 
-command_flags parse(std::span<const std::string_view> args, bool drill) {
-  command_flags f;
-  command_flag_reader p{args};
-  for (; p.i < args.size(); ++p.i) {
-    const std::string_view arg = args[p.i];
-    // A flag without a value: "--json=x" is refused, not taken for --json.
-    const auto flag = [&](std::string_view name, bool& b) {
-      if (!is_flag(arg, name)) return false;
-      if (arg != name) throw usage_error(fmt::format("{} takes no value", name));
-      b = true;
-      return true;
-    };
-    if (flag("--help", f.help) || flag("-h", f.help) || flag("--json", f.json)) continue;
-    if (drill && (flag("--stop", f.stop) || flag("--no-wait", f.no_wait))) continue;
-    if (is_flag(arg, "--state-dir")) {
-      f.state_dir = p.value_of("--state-dir", arg);
-    } else if (drill && is_flag(arg, "--duration")) {
-      f.duration = p.value_of("--duration", arg);
-      parse_duration(f.duration);  // a typo is the CLI's usage error, not a 400 from the shim
-    } else if (drill && is_flag(arg, "--lb-fall")) {
-      f.lb_fall = p.value_of("--lb-fall", arg);
-    } else {
-      throw usage_error(fmt::format("{}: unknown flag {:?}", drill ? "drill" : "status", arg));
-    }
-  }
-  if (f.stop && (!f.duration.empty() || !f.lb_fall.empty())) {
-    throw usage_error("drill --stop takes no --duration or --lb-fall");
-  }
-  return f;
+using control_flag = flag<control_command_line>;
+
+std::vector<control_flag> status_flag_rows() {
+  using sv = std::string_view;
+  return {
+      {.spec = {.name = "--json", .help = "one JSON object instead of the text"},
+       .set = [](control_command_line& c, sv, sv) { c.json = true; }},
+      {.spec = {.name = "--state-dir",
+                .value_name = "PATH",
+                .help = "where the shim's control socket is",
+                .default_value = std::string(kDefaultStateDir)},
+       .set = [](control_command_line& c, sv, sv value) { c.state_dir = value; }},
+      {.spec = {.name = "--help", .help = "show this help", .alias = "-h", .ends_parsing = true},
+       .set = [](control_command_line& c, sv, sv) { c.help = true; }},
+  };
 }
 
-std::filesystem::path socket_path(const command_flags& f) {
+constexpr std::size_t kControlHelpColumn = 20;
+
+const flag_table<control_command_line>& status_flags() {
+  static const flag_table<control_command_line> table{
+      .command = "status", .help_column = kControlHelpColumn, .flags = status_flag_rows()};
+  return table;
+}
+
+const flag_table<control_command_line>& drill_flags() {
+  using sv = std::string_view;
+  static const flag_table<control_command_line> table = [] {
+    std::vector<control_flag> rows{
+        {.spec = {.name = "--duration",
+                  .value_name = "D",
+                  .help = fmt::format("how long (default: the shim's drain delay; at most {})",
+                                      format_duration(kMaxDrill))},
+         .set =
+             [](control_command_line& c, sv name, sv value) {
+               // A typo is the CLI's usage error, not a 400 from the shim.
+               try {
+                 parse_duration(value);
+               } catch (const std::invalid_argument& e) {
+                 throw usage_error(fmt::format("drill {}: {}", name, e.what()));
+               }
+               c.duration = value;
+             }},
+        {.spec = {.name = "--lb-fall",
+                  .value_name = "N",
+                  .help = "503s in a row that take a checker's node out",
+                  .default_value = "3"},
+         .set = [](control_command_line& c, sv, sv value) { c.lb_fall = value; }},
+        {.spec = {.name = "--stop", .help = "end the drill under way now"},
+         .set = [](control_command_line& c, sv, sv) { c.stop = true; }},
+        {.spec = {.name = "--no-wait",
+                  .help = "start it and return; `shutdown-shim status` follows it"},
+         .set = [](control_command_line& c, sv, sv) { c.no_wait = true; }},
+    };
+    for (auto& row : status_flag_rows()) rows.push_back(std::move(row));
+    return flag_table<control_command_line>{
+        .command = "drill", .help_column = kControlHelpColumn, .flags = std::move(rows)};
+  }();
+  return table;
+}
+
+std::filesystem::path socket_path(const control_command_line& f) {
   config cfg;
   cfg.state_dir = f.state_dir;
   return std::filesystem::path(state_directory(cfg)) / kControlSocketName;
 }
 
-// A failed exchange: no shim (3), or a socket that could not be asked (4).
-int exchange_failure(std::string_view command, const std::string& error) {
+// A failed exchange: no shim, or a socket that could not be asked.
+command_outcome exchange_failure(std::string_view command, const std::string& error) {
   std::fprintf(stderr, "shutdown-shim %.*s: %s\n", static_cast<int>(command.size()), command.data(),
                error.c_str());
-  return is_no_daemon(error) ? kExitNoDaemon : kExitCannotAsk;
+  return is_no_daemon(error) ? command_outcome::not_found : command_outcome::unreadable;
 }
 
 void print(const std::string& body, std::FILE* to = stdout) {
@@ -101,8 +126,8 @@ std::string member(const flat_json_object& object, std::string_view key) {
   return {};
 }
 
-// Follows the drill until it is over; the exit code from what the load balancer did.
-int follow_drill(const std::filesystem::path& socket, bool json) {
+// Follows the drill until it is over; the outcome from what the load balancer did.
+command_outcome follow_drill(const std::filesystem::path& socket, bool json) {
   std::string last_summary;
   for (;;) {
     auto asked = control_request(socket, "GET", "/drill?json");
@@ -110,7 +135,7 @@ int follow_drill(const std::filesystem::path& socket, bool json) {
     const auto object = parse_answer(asked.value().body);
     if (asked.value().status != 200 || !object) {
       print(asked.value().body, stderr);
-      return kExitCannotAsk;
+      return command_outcome::unreadable;
     }
     const std::string summary = member(*object, "summary");
     const bool over = member(*object, "drilling") != "yes";
@@ -123,7 +148,7 @@ int follow_drill(const std::filesystem::path& socket, bool json) {
       // Every checker saw the drill (lb_drain_left_ms is there only then), and there were some.
       const bool seen =
           member(*object, "checkers") == "yes" && !member(*object, "lb_drain_left_ms").empty();
-      return seen ? kExitOk : kExitFailed;
+      return seen ? command_outcome::ok : command_outcome::failed;
     }
     if (!json && summary != last_summary) print(summary);
     last_summary = summary;
@@ -141,11 +166,10 @@ std::string status_usage_text() {
       "each readiness check, the target and what the next shutdown sends it, the hold; during a\n"
       "hold or a drill, the time elapsed and left. Asks <state-dir>/control.sock (root only).\n"
       "\n"
-      "  --json            one JSON object instead of the text\n"
-      "  --state-dir=PATH  where the shim's control socket is (default: {})\n"
+      "{}"
       "\n"
       "Exit status: 0 ready, 1 not ready, 2 usage, 3 no shim listens, 4 the request failed.\n",
-      kStatusSynopsis, kDefaultStateDir);
+      kStatusSynopsis, flags_help(status_flags()));
 }
 
 std::string drill_usage_text() {
@@ -160,55 +184,34 @@ std::string drill_usage_text() {
       "drain-delay. A real shutdown during a drill becomes the shutdown at once, with the drain\n"
       "already served counted.\n"
       "\n"
-      "  --duration=D      how long (default: the shim's drain delay; at most {})\n"
-      "  --lb-fall=N       503s in a row that take a checker's node out (default: 3)\n"
-      "  --stop            end the drill under way now\n"
-      "  --no-wait         start it and return; `shutdown-shim status` follows it\n"
-      "  --json            the result as one JSON object\n"
-      "  --state-dir=PATH  where the shim's control socket is (default: {})\n"
+      "{}"
       "\n"
       "Exit status: 0 every checker saw the drill, 1 refused or not every checker saw it (or none\n"
       "probed), 2 usage, 3 no shim listens, 4 the request failed.\n",
-      kDrillSynopsis, format_duration(kMaxDrill), kDefaultStateDir);
+      kDrillSynopsis, flags_help(drill_flags()));
 }
 
-int status_command(std::span<const std::string_view> args) {
-  command_flags f;
-  try {
-    f = parse(args, false);
-  } catch (const usage_error& e) {
-    std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
-    return kExitUsage;
-  }
-  if (f.help) {
-    std::fputs(status_usage_text().c_str(), stdout);
-    return kExitOk;
-  }
+command_outcome status_command(std::span<const std::string_view> args) {
+  const auto read = read_command_flags(status_flags(), args, status_usage_text);
+  if (!read) return command_outcome::ok;
+  const control_command_line& f = *read;
   auto asked = control_request(socket_path(f), "GET", f.json ? "/status?json" : "/status");
   if (!asked) return exchange_failure("status", asked.error());
   const auto& answer = asked.value();
   if (answer.status == 200 || answer.status == 503) {
     print(answer.body);
-    return answer.status == 200 ? kExitOk : kExitFailed;
+    return answer.status == 200 ? command_outcome::ok : command_outcome::failed;
   }
   print(answer.body, stderr);
-  return kExitCannotAsk;
+  return command_outcome::unreadable;
 }
 
-int drill_command(std::span<const std::string_view> args) {
-  command_flags f;
-  try {
-    f = parse(args, true);
-  } catch (const usage_error& e) {
-    std::fprintf(stderr, "shutdown-shim: %s\n", e.what());
-    return kExitUsage;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "shutdown-shim: drill --duration: %s\n", e.what());
-    return kExitUsage;
-  }
-  if (f.help) {
-    std::fputs(drill_usage_text().c_str(), stdout);
-    return kExitOk;
+command_outcome drill_command(std::span<const std::string_view> args) {
+  const auto read = read_command_flags(drill_flags(), args, drill_usage_text);
+  if (!read) return command_outcome::ok;
+  const control_command_line& f = *read;
+  if (f.stop && (!f.duration.empty() || !f.lb_fall.empty())) {
+    throw usage_error("drill --stop takes no --duration or --lb-fall");
   }
   const auto socket = socket_path(f);
   std::string target = f.stop ? "/drill/stop" : "/drill";
@@ -226,7 +229,7 @@ int drill_command(std::span<const std::string_view> args) {
   const auto& answer = asked.value();
   if (answer.status != 200) {
     print(answer.body, stderr);
-    return answer.status == 409 ? kExitFailed : kExitCannotAsk;
+    return answer.status == 409 ? command_outcome::failed : command_outcome::unreadable;
   }
   if (f.no_wait || f.stop) {
     if (f.json) {
@@ -235,7 +238,7 @@ int drill_command(std::span<const std::string_view> args) {
       const auto object = parse_answer(answer.body);
       print(object ? member(*object, "summary") : answer.body);
     }
-    return kExitOk;
+    return command_outcome::ok;
   }
   return follow_drill(socket, f.json);
 }
