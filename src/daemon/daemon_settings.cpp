@@ -45,8 +45,10 @@ target_watch::settings target_settings(const config& cfg) {
   return {.target = cfg.target, .signal = cfg.signal, .state_dir = state_directory(cfg)};
 }
 
-shim_status initial_status(const config& cfg) {
+shim_status initial_status(const config& cfg, const logger& log, const event_recorder& events) {
   shim_status s;
+  s.log = &log;
+  s.events = &events;
   s.drain_delay = cfg.drain_delay;
   s.hold_needed = cfg.drain_delay + cfg.exit_timeout;
   if (cfg.inhibit == inhibit_mode::off) s.logind.inhibitor = logind_row::inhibitor_state::disabled;

@@ -4,6 +4,8 @@
 #include "control/control_desk.hpp"
 #include "core/shutdown_sequence.hpp"
 #include "kubelet/kubelet_watch.hpp"
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
 #include "logind/logind_settings.hpp"
 #include "process/target_watch.hpp"
 #include "readiness/shim_status.hpp"
@@ -20,7 +22,7 @@ control_desk::settings control_settings(const config& cfg);
 kubelet_watch::settings kubelet_settings(const config& cfg);
 target_watch::settings target_settings(const config& cfg);
 // The readiness table before anything has been heard: the plan and kubelet's outlook as the
-// flags make them.
-shim_status initial_status(const config& cfg);
+// flags make them, and where /metrics reads what logging lost.
+shim_status initial_status(const config& cfg, const logger& log, const event_recorder& events);
 
 }  // namespace shim

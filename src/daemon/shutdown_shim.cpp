@@ -6,26 +6,24 @@
 #include <stdexcept>
 
 #include "daemon/daemon_settings.hpp"
+#include "log/event_loop.hpp"
 #include "report/shutdown_history.hpp"
-#include "util/duration_text.hpp"
 #include "util/signal_names.hpp"
 
 namespace shim {
 
-namespace asio = boost::asio;
-
-shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& log,
+shutdown_shim::shutdown_shim(boost::asio::io_context& io, const config& cfg, logger& log,
                              event_recorder& events)
     : io_(io),
       cfg_(cfg),
       log_(log),
       events_(events),
-      status_(initial_status(cfg)),
+      status_(initial_status(cfg, log, events)),
       runner_(sequence_settings(cfg), {.carry_out = [this](const seq::action& a) { carry_out(a); },
                                        .settled = [this] { settled(); }}),
       lb_(io, cfg.upstream.enabled() ? cfg.upstream.url.port : 0, log),
       server_(io, status_, {},
-              [this](const asio::ip::address& from, bool ready) {
+              [this](const boost::asio::ip::address& from, bool ready) {
                 lb_.probe_answered(from, ready);
                 status_.last_probe = clock::now();
               }),
@@ -41,10 +39,7 @@ shutdown_shim::shutdown_shim(asio::io_context& io, const config& cfg, logger& lo
       signals_(io, *this),
       planner_(io, status_, notifier_, log),
       records_(cfg, log, events, status_, target_),
-      hold_timer_(io) {
-  status_.log = &log;
-  status_.events = &events;
-}
+      hold_timer_(io) {}
 
 shutdown_shim::~shutdown_shim() = default;
 
@@ -71,17 +66,13 @@ void shutdown_shim::start() {
   }
   kubelet_.start();
 
-  // At start-up a command that cannot be started ends the shim (main() logs it, exit 1).
-  const auto start_child = [this] {
+  // With --inhibit=required the command starts only once the lock is held (first_attempt_done),
+  // so that a failed start leaves nothing running. At start-up a command that cannot be started
+  // ends the shim (main() logs it, exit 1).
+  if (cfg_.inhibit != inhibit_mode::required) {
     if (auto started = target_.start_child(); !started) throw std::runtime_error(started.error());
-  };
-  if (!logind_) {
-    start_child();
-    return first_attempt_done(result<>::success());
   }
-  // With --inhibit=required the command starts only once the lock is held, so that a failed start
-  // leaves nothing running.
-  if (cfg_.inhibit == inhibit_mode::automatic) start_child();
+  if (!logind_) return first_attempt_done(result<>::success());
   logind_->start();
 }
 
@@ -90,11 +81,9 @@ void shutdown_shim::carry_out(const seq::action& a) {
   switch (a.what) {
     case kind::become_unready:
       records_.hold_began(a);
-      // A shutdown wins at once, whatever the upstream says; probing stops for the drain
-      // (upstream_check.hpp says why) and starts again after a cancel (settled()).
+      // A shutdown wins over the upstream at once (upstream_check.hpp); the load balancer is
+      // measured for DrainElapsed (a drill that became this shutdown keeps its own measurement).
       if (upstream_) upstream_->pause();
-      // What the load balancer makes of it, for DrainElapsed (a drill that became this shutdown
-      // goes on with its own measurement).
       return lb_.begin(a.at, load_balancer_watch::kDefaultFall);
     case kind::record_start:
       return records_.hold_began(a);
@@ -104,7 +93,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
     case kind::notify_stopping:
       return notifier_.stopping();
     case kind::ask_system_state:
-      return ask_system_state();
+      return logind_->ask_system_state();
     case kind::forward_signal:
       return target_.forward_signal();
     case kind::count_kubelet_signal:
@@ -155,24 +144,21 @@ void shutdown_shim::settled() {
 
 void shutdown_shim::request_exit() {
   const auto* child = target_.child();
-  if (child && child->running()) {
-    exit_pending_ = true;
-    log_.info("waiting for the child to exit", {{"pid", std::to_string(child->pid())}});
-  } else {
-    finish({child ? shim_outcome::kind::child_exited : shim_outcome::kind::done,
-            child ? child->exit_code().value_or(0) : 0,
-            {}});
+  exit_pending_ = child && child->running();
+  if (exit_pending_) {
+    return log_.info("waiting for the child to exit", {{"pid", std::to_string(child->pid())}});
   }
+  finish({child ? shim_outcome::kind::child_exited : shim_outcome::kind::done,
+          child ? child->exit_code().value_or(0) : 0,
+          {}});
 }
 
-void shutdown_shim::ask_system_state() {
-  logind_->ask_system_state([this](const result<std::string>& read) {
-    if (!read) log_.warning("could not read PID 1's SystemState", {{"error", read.error()}});
-    const std::string state = read ? read.value() : "unknown";
-    records_.system_state(state);
-    runner_.feed([now = clock::now(), state](seq& s) {
-      return s.system_state(now, state == "stopping", state);
-    });
+void shutdown_shim::system_state_read(const result<std::string>& read) {
+  if (!read) log_.warning("could not read PID 1's SystemState", {{"error", read.error()}});
+  const std::string state = read ? read.value() : "unknown";
+  records_.system_state(state);
+  runner_.feed([now = clock::now(), state](seq& s) {
+    return s.system_state(now, state == "stopping", state);
   });
 }
 
@@ -190,18 +176,17 @@ void shutdown_shim::prepare_for_shutdown(bool active, const std::string& cause) 
 }
 
 void shutdown_shim::preparing_read(bool preparing) {
-  const auto& sequence = runner_.sequence();
+  const bool draining = runner_.sequence().draining();
   if (!preparing) {
-    // The shutdown an earlier run recorded is over: never resume it later.
+    // The shutdown an earlier run recorded is over: never resume it later. A restarted logind
+    // forgets a delayed shutdown, and a PrepareForShutdown(false) sent while the bus was down is
+    // never seen: what logind says now is what counts.
     if (target_.resumable()) target_.forget_shutdown();
-    // A restarted logind forgets a delayed shutdown, and a PrepareForShutdown(false) sent while
-    // the bus was down is never seen: what logind says now is what counts.
-    if (sequence.draining()) {
-      runner_.feed([](seq& s) { return s.cancel("logind is not preparing a shutdown any more"); });
-    }
-    return;
+    if (!draining) return;
+    return runner_.feed(
+        [](seq& s) { return s.cancel("logind is not preparing a shutdown any more"); });
   }
-  if (sequence.draining()) return;
+  if (draining) return;
   if (!target_.resumable()) {
     return prepare_for_shutdown(true, "PreparingForShutdown=true when connecting");
   }
@@ -223,8 +208,7 @@ void shutdown_shim::first_attempt_done(const result<>& outcome) {
   // loop a failed start is logged (as run() logged it when it was thrown), and READY=1 is not sent.
   if (cfg_.inhibit == inhibit_mode::required && !runner_.sequence().draining()) {
     if (auto started = target_.start_child(); !started) {
-      return log_.error("a handler on the event loop failed; the loop goes on",
-                        {{"error", started.error()}});
+      return log_loop_failure(log_, started.error());
     }
   }
   notifier_.ready();
@@ -283,8 +267,7 @@ void shutdown_shim::trigger_signal(int signal) {
 
 void shutdown_shim::stray_signal(int signal, bool own) {
   if (signal == SIGCHLD) return target_.reap_orphans();
-  // logrotate's convention: the event log is opened again at its path; nothing else changes.
-  // A failure is logged there, and the old file is kept.
+  // logrotate's convention: the event log opened again at its path (failed: the old file kept).
   if (signal == SIGHUP) events_.reopen();
   if (!own && target_.pass_on(signal)) return;
   if (signal != SIGHUP && signal != SIGWINCH) {
@@ -309,17 +292,8 @@ void shutdown_shim::finish(shim_outcome outcome) {
   io_.stop();
 }
 
-// What an input can cause must never stop the daemon (a library may throw: issue 18, item 2): the
-// handler that threw is gone, the error is logged, and the loop goes on.
 shim_outcome shutdown_shim::run() {
-  for (;;) {
-    try {
-      io_.run();
-      break;
-    } catch (const std::exception& e) {
-      log_.error("a handler on the event loop failed; the loop goes on", {{"error", e.what()}});
-    }
-  }
+  run_event_loop(io_, log_);
   return outcome_.value_or(shim_outcome{});
 }
 

@@ -65,7 +65,6 @@ class shutdown_shim final : logind_events, target_events, kubelet_events, signal
   void carry_out(const seq::action& a);
   void settled();
   void request_exit();
-  void ask_system_state();
   void feed_trigger(seq::trigger_kind kind, const std::string& cause,
                     seq::forward_decision decision);
 
@@ -73,6 +72,7 @@ class shutdown_shim final : logind_events, target_events, kubelet_events, signal
   void prepare_for_shutdown(bool active, const std::string& cause) override;
   void preparing_read(bool preparing) override;
   void first_attempt_done(const result<>& outcome) override;
+  void system_state_read(const result<std::string>& read) override;
   void delay_locks_listed(const std::vector<logind_inhibitor::listed_lock>& locks) override;
   void ensure_failed(const std::string& error) override;
   void row_changed() override;

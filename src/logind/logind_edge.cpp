@@ -85,8 +85,9 @@ void logind_edge::start() {
   bus_->start();
 }
 
-void logind_edge::ask_system_state(std::function<void(const result<std::string>& state)> done) {
-  manager_->system_state(std::move(done));
+void logind_edge::ask_system_state() {
+  manager_->system_state(
+      [this](const result<std::string>& state) { on_.system_state_read(state); });
 }
 
 void logind_edge::on_lost(const std::string& why) {

@@ -34,7 +34,8 @@ class logind_edge {
   void start();
 
   // PID 1's SystemState ("running", "stopping", ...), or why it could not be read; from the loop.
-  void ask_system_state(std::function<void(const result<std::string>& state)> done);
+  // Reads PID 1's SystemState; the answer comes as system_state_read().
+  void ask_system_state();
   // Closes the lock (the shutdown goes on), or takes it again after a cancel.
   void release() { inhibitor_->release(); }
   void retake() { inhibitor_->retake(); }

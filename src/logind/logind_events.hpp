@@ -16,6 +16,8 @@ class logind_events {
   virtual void preparing_read(bool preparing) = 0;
   // Once: the first attempt to take the lock is over (held, or why not).
   virtual void first_attempt_done(const result<>& outcome) = 0;
+  // PID 1's SystemState, as ask_system_state() read it.
+  virtual void system_state_read(const result<std::string>& state) = 0;
   virtual void delay_locks_listed(const std::vector<logind_inhibitor::listed_lock>& locks) = 0;
   // --ensure-inhibit-delay=required could not raise logind's delay.
   virtual void ensure_failed(const std::string& error) = 0;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "log/event_loop.hpp"
 #include "util/signal_names.hpp"
 #include "util/small_file.hpp"
 
@@ -39,12 +40,6 @@ std::string describe_exit_code(int code) {
 }
 
 std::string wall_now() { return format_wall_time(std::chrono::system_clock::now()); }
-
-// A failure on the loop with no line of its own is logged as shutdown_shim::run() logged it when
-// it was still thrown into the loop; the handler then goes on, and so does the rest of its batch.
-void log_loop_failure(logger& log, const std::string& error) {
-  log.error("a handler on the event loop failed; the loop goes on", {{"error", error}});
-}
 
 }  // namespace
 
