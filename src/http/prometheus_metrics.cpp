@@ -47,11 +47,11 @@ void append_upstream_metrics(std::string& out, const upstream_status& upstream) 
   append_metric(out, "shutdown_shim_upstream_consecutive_failures", "gauge",
                 "Failed probes of the upstream /readyz in a row (--upstream-fall turns the check "
                 "failed).",
-                upstream.health().consecutive_failures());
+                upstream.consecutive_failures());
   append_metric(out, "shutdown_shim_upstream_consecutive_passes", "gauge",
                 "Passed probes of the upstream /readyz in a row (--upstream-rise turns the check "
                 "passed).",
-                upstream.health().consecutive_passes());
+                upstream.consecutive_passes());
 }
 
 // client_golang's names and HELP texts, so that dashboards made for any Go program work.

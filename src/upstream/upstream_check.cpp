@@ -2,18 +2,35 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <utility>
 
+#include "upstream/upstream_probe.hpp"
+
 namespace shim {
+namespace {
+
+constexpr std::array<std::string_view, 9> kFailureNames{
+    "none", "timeout", "refused", "connect", "tls", "status", "protocol", "oversize", "config"};
+static_assert(kFailureNames.size() == static_cast<std::size_t>(probe_failure::config) + 1,
+              "one name per probe_failure, in the same order");
+
+}  // namespace
+
+std::string_view to_string(probe_failure f) { return kFailureNames[static_cast<std::size_t>(f)]; }
+
+std::span<const std::string_view> probe_failure_reasons() {
+  return std::span(kFailureNames).subspan(1);
+}
 
 upstream_check::upstream_check(boost::asio::io_context& io, const upstream_settings& settings,
                                logger& log, event_recorder& events,
                                std::optional<upstream_status>& row, handlers h)
     : upstream_check(settings, log, events, row, std::move(h),
-                     [&io, &settings](upstream_probe::handlers probe_handlers) {
-                       return std::make_unique<upstream_probe>(io, settings,
-                                                               std::move(probe_handlers));
+                     [&io, &settings](std::function<void(const probe_outcome&)> probed) {
+                       return std::make_unique<upstream_probe>(io, settings, std::move(probed));
                      }) {}
 
 upstream_check::upstream_check(const upstream_settings& settings, logger& log,
@@ -30,7 +47,7 @@ upstream_check::upstream_check(const upstream_settings& settings, logger& log,
         "whatever answers on that address can pass the upstream check",
         {{"url", row_.url()}});
   }
-  probe_ = make({.probed = [this](const probe_outcome& o) { probed(o); }});
+  probe_ = make([this](const probe_outcome& o) { probed(o); });
 }
 
 upstream_check::~upstream_check() = default;
@@ -63,18 +80,17 @@ void upstream_check::probed(const probe_outcome& outcome) {
       {.pass = outcome.pass(), .error = outcome.error, .at = std::chrono::system_clock::now()},
       to_string(outcome.failure), outcome.duration);
   if (!changed) return;
-  const auto& health = row_.health();
-  if (health.passed()) {
+  if (row_.passed()) {
     events_.record(
         event_kind::UpstreamPassed, "rise",
-        fmt::format("the upstream /readyz passed {} times in a row", health.consecutive_passes()),
-        {{"url", row_.url()}, {"consecutive", std::to_string(health.consecutive_passes())}});
+        fmt::format("the upstream /readyz passed {} times in a row", row_.consecutive_passes()),
+        {{"url", row_.url()}, {"consecutive", std::to_string(row_.consecutive_passes())}});
   } else {
     events_.record(event_kind::UpstreamFailed, outcome.error,
                    fmt::format("the upstream /readyz failed {} times in a row, last: {}",
-                               health.consecutive_failures(), outcome.error),
+                               row_.consecutive_failures(), outcome.error),
                    {{"url", row_.url()},
-                    {"consecutive", std::to_string(health.consecutive_failures())},
+                    {"consecutive", std::to_string(row_.consecutive_failures())},
                     {"reason", std::string(to_string(outcome.failure))},
                     {"error", outcome.error}});
   }

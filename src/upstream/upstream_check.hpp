@@ -1,17 +1,45 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include "log/event_log.hpp"
-#include "upstream/upstream_probe.hpp"
 #include "upstream/upstream_settings.hpp"
 #include "upstream/upstream_status.hpp"
 
 namespace shim {
+
+// Why a probe failed, as a bounded set (a metric label) and one line of text. oversize: the
+// answer's header block, or the body it announces or sends, is beyond the probe's bounds.
+enum class probe_failure {
+  none,
+  timeout,
+  refused,
+  connect,
+  tls,
+  status,
+  protocol,
+  oversize,
+  config
+};
+std::string_view to_string(probe_failure f);
+// Every reason a probe can fail for (all but none), in the enum's order: the metric's labels.
+std::span<const std::string_view> probe_failure_reasons();
+
+struct probe_outcome {
+  probe_failure failure = probe_failure::none;
+  std::string
+      error;  // one line: "status 500", "timeout after 1s", "certificate verify failed: ..."
+  unsigned status = 0;
+  std::chrono::nanoseconds duration{0};
+  bool pass() const { return failure == probe_failure::none; }
+};
 
 // The upstream check (--upstream-readyz): the probe of kube-apiserver's own /readyz and all that
 // follows from its outcomes. Each outcome goes from here into the check's row of the status table
@@ -28,10 +56,16 @@ class upstream_check {
     // The check passed or failed (the row changed its verdict): STATUS= is due again.
     std::function<void()> changed;
   };
-  // What drives the probes: upstream_probe on the loop, a fake in the tests. It reports each
-  // outcome through the handlers it was made with, never from inside start().
+  // What the check drives: upstream_probe on the loop, a fake in the tests. The first probe starts
+  // at once; outcomes go to the handler the probe was made with, never from inside start().
+  class probe {
+   public:
+    virtual ~probe() = default;
+    virtual void start() = 0;
+    virtual void stop() = 0;
+  };
   using make_probe =
-      std::function<std::unique_ptr<upstream_prober>(upstream_probe::handlers probe_handlers)>;
+      std::function<std::unique_ptr<probe>(std::function<void(const probe_outcome&)> probed)>;
 
   // Puts the check's row into the status table (row), failed until --upstream-rise passes.
   upstream_check(boost::asio::io_context& io, const upstream_settings& settings, logger& log,
@@ -59,7 +93,7 @@ class upstream_check {
   upstream_status& row_;
   handlers handlers_;
   std::string problem_;  // the file problem last warned about
-  std::unique_ptr<upstream_prober> probe_;
+  std::unique_ptr<probe> probe_;
 };
 
 }  // namespace shim

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <array>
+#include <boost/asio/error.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core/error.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cerrno>
@@ -19,7 +21,6 @@
 #include <ctime>
 #include <utility>
 
-#include "upstream/probe_error.hpp"
 #include "util/duration_text.hpp"
 #include "util/small_file.hpp"
 
@@ -32,6 +33,14 @@ namespace ssl = asio::ssl;
 
 namespace {
 
+// The bounds of an answer to the probe. kube-apiserver's /readyz?verbose is a few KiB; anything
+// much larger is not a readiness answer.
+constexpr std::uint64_t kMaxProbeBody = 64 * 1024;
+constexpr std::uint32_t kMaxProbeHeader = 16 * 1024;
+
+// The first line of an error text (OpenSSL's may run over several).
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 // Where a TLS context keeps the probe it belongs to (its app data is Asio's verify callback).
 int probe_index() {
   static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
@@ -40,8 +49,9 @@ int probe_index() {
 
 }  // namespace
 
-upstream_probe::upstream_probe(asio::io_context& io, const upstream_settings& settings, handlers h)
-    : io_(io), settings_(settings), handlers_(std::move(h)), next_(io) {
+upstream_probe::upstream_probe(asio::io_context& io, const upstream_settings& settings,
+                               std::function<void(const probe_outcome&)> probed)
+    : io_(io), settings_(settings), probed_(std::move(probed)), next_(io) {
   const auto& url = settings_.url;
   if (url.host == "localhost") {
     // RFC 6761: localhost is the loopback, without asking a resolver.
@@ -113,7 +123,7 @@ void upstream_probe::probe() {
     // Delivered from the loop, never from inside start() (result.hpp's convention; found by
     // UpstreamProbe.NoOutcomeFromInsideStart).
     return asio::post(io_, guarded(generation, [this, generation, problem = std::move(*problem)] {
-                        fail(generation, probe_failure::config, problem);
+                        fail(generation, {.failure = probe_failure::config, .error = problem});
                       }));
   }
   if (connection_ && connection_->open) {
@@ -307,8 +317,7 @@ void upstream_probe::connect() {
 
 void upstream_probe::on_connected(unsigned generation, beast::error_code ec) {
   if (ec) {
-    const auto o = describe(ec, false);
-    return fail(generation, o.failure, o.error);
+    return fail(generation, describe(ec, false));
   }
   if (!connection_->tls) {
     connection_->open = true;
@@ -317,8 +326,7 @@ void upstream_probe::on_connected(unsigned generation, beast::error_code ec) {
   connection_->tls->async_handshake(ssl::stream_base::client,
                                     guarded(generation, [this, generation](beast::error_code ec) {
                                       if (ec) {
-                                        const auto o = describe(ec, true);
-                                        return fail(generation, o.failure, o.error);
+                                        return fail(generation, describe(ec, true));
                                       }
                                       connection_->open = true;
                                       send(generation);
@@ -373,8 +381,7 @@ void upstream_probe::on_answer(unsigned generation, beast::error_code ec) {
       retried_ = true;
       return connect();
     }
-    const auto o = describe(ec, false);
-    return fail(generation, o.failure, o.error);
+    return fail(generation, describe(ec, false));
   }
   const auto& response = connection_->parser->get();
   probe_outcome outcome;
@@ -387,12 +394,12 @@ void upstream_probe::on_answer(unsigned generation, beast::error_code ec) {
   finish(std::move(outcome));
 }
 
-void upstream_probe::fail(unsigned generation, probe_failure failure, std::string error) {
+void upstream_probe::fail(unsigned generation, probe_outcome outcome) {
   if (generation != generation_) return;
   close_connection();
   // Whatever failed, the next connection is verified in full.
   session_.reset();
-  finish({.failure = failure, .error = std::move(error)});
+  finish(std::move(outcome));
 }
 
 void upstream_probe::finish(probe_outcome outcome) {
@@ -400,7 +407,7 @@ void upstream_probe::finish(probe_outcome outcome) {
   const auto now = clock::now();
   outcome.duration = now - started_;
   if (connection_) connection_->lowest().expires_never();
-  if (handlers_.probed) handlers_.probed(outcome);
+  if (probed_) probed_(outcome);
   if (!running_) return;
   // One probe at a time, each starting no earlier than the interval after the one before.
   next_.expires_at(std::max(now, started_ + settings_.interval));
@@ -411,13 +418,44 @@ void upstream_probe::finish(probe_outcome outcome) {
 }
 
 probe_outcome upstream_probe::describe(beast::error_code ec, bool handshake) const {
-  // Skipping verification records the verdict all the same; it is not why a handshake failed.
-  const bool verified = handshake && connection_->tls && !settings_.insecure_skip_verify;
-  return describe_probe_error(
-      ec, {.timeout = settings_.timeout,
-           .handshake = handshake,
-           .verify_result =
-               verified ? SSL_get_verify_result(connection_->tls->native_handle()) : X509_V_OK});
+  if (ec == beast::error::timeout) {
+    return {.failure = probe_failure::timeout,
+            .error = "timeout after " + format_duration(settings_.timeout)};
+  }
+  if (ec == asio::error::connection_refused) {
+    return {.failure = probe_failure::refused, .error = "connection refused"};
+  }
+  if (ec == http::error::header_limit) {
+    return {.failure = probe_failure::oversize,
+            .error = fmt::format("answer's header block larger than {} bytes", kMaxProbeHeader)};
+  }
+  if (ec == http::error::body_limit || ec == http::error::buffer_overflow) {
+    return {.failure = probe_failure::oversize,
+            .error = fmt::format("answer's body larger than {} bytes", kMaxProbeBody)};
+  }
+  if (handshake) {
+    // Skipping verification records the verdict all the same; it is not why a handshake failed.
+    const long verified = connection_->tls && !settings_.insecure_skip_verify
+                              ? SSL_get_verify_result(connection_->tls->native_handle())
+                              : X509_V_OK;
+    if (verified != X509_V_OK) {
+      return {.failure = probe_failure::tls,
+              .error = std::string("certificate verify failed: ") +
+                       X509_verify_cert_error_string(verified)};
+    }
+    return {.failure = probe_failure::tls, .error = "TLS handshake: " + first_line(ec.message())};
+  }
+  // In TLS 1.3 the client's handshake is over before the server has checked the client
+  // certificate: its refusal ("tlsv13 alert certificate required", "tlsv1 alert unknown ca")
+  // arrives with the answer (UpstreamProbe.MutualTlsRequired).
+  if (ec.category() == asio::error::get_ssl_category()) {
+    return {.failure = probe_failure::tls, .error = "TLS: " + first_line(ec.message())};
+  }
+  if (ec.category() == http::make_error_code(http::error::end_of_stream).category() ||
+      ec == asio::error::eof) {
+    return {.failure = probe_failure::protocol, .error = first_line(ec.message())};
+  }
+  return {.failure = probe_failure::connect, .error = first_line(ec.message())};
 }
 
 }  // namespace shim

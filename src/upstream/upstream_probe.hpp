@@ -20,12 +20,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "upstream/upstream_prober.hpp"
+#include "upstream/upstream_check.hpp"
 #include "upstream/upstream_settings.hpp"
 #include "util/result.hpp"
 
@@ -58,13 +56,11 @@ namespace shim {
 // are loaded again, after any failed probe, and when the server's certificate it was made with has
 // expired. The URL and the name verified are fixed for a probe's life, so a session is never
 // offered to another server.
-class upstream_probe : public upstream_prober {
+class upstream_probe : public upstream_check::probe {
  public:
-  struct handlers {
-    std::function<void(const probe_outcome&)> probed;
-  };
-
-  upstream_probe(boost::asio::io_context& io, const upstream_settings& settings, handlers h);
+  // probed: each outcome, never from inside start().
+  upstream_probe(boost::asio::io_context& io, const upstream_settings& settings,
+                 std::function<void(const probe_outcome&)> probed);
   ~upstream_probe() override;
   upstream_probe(const upstream_probe&) = delete;
   upstream_probe& operator=(const upstream_probe&) = delete;
@@ -121,7 +117,7 @@ class upstream_probe : public upstream_prober {
   void send(unsigned generation);
   void read_answer(unsigned generation);
   void on_answer(unsigned generation, boost::beast::error_code ec);
-  void fail(unsigned generation, probe_failure failure, std::string error);
+  void fail(unsigned generation, probe_outcome outcome);
   void finish(probe_outcome outcome);
   void close_connection();
   probe_outcome describe(boost::beast::error_code ec, bool handshake) const;
@@ -135,7 +131,7 @@ class upstream_probe : public upstream_prober {
 
   boost::asio::io_context& io_;
   upstream_settings settings_;
-  handlers handlers_;
+  std::function<void(const probe_outcome&)> probed_;
   std::vector<tcp::endpoint> endpoints_;
   std::string host_header_;
 

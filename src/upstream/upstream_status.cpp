@@ -1,7 +1,11 @@
 #include "upstream/upstream_status.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
+
+#include "log/log_line.hpp"
 
 namespace shim {
 
@@ -16,7 +20,7 @@ constexpr std::array<double, 9> kBounds{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 upstream_status::upstream_status(std::string url, unsigned fall, unsigned rise,
                                  std::chrono::nanoseconds timeout,
                                  std::span<const std::string_view> reasons)
-    : url_(std::move(url)), fall_(fall), rise_(rise), health_(fall, rise) {
+    : url_(std::move(url)), fall_(fall), rise_(rise) {
   const double limit = std::chrono::duration<double>(timeout).count();
   for (double b : kBounds) {
     if (b < limit) bounds_.push_back(b);
@@ -26,30 +30,63 @@ upstream_status::upstream_status(std::string url, unsigned fall, unsigned rise,
   for (auto reason : reasons) failures_.emplace_back(reason, 0);
 }
 
-bool upstream_status::record(const upstream_health::outcome& o, std::string_view reason,
+bool upstream_status::record(const outcome& o, std::string_view reason,
                              std::chrono::nanoseconds duration) {
   const double seconds = std::chrono::duration<double>(duration).count();
   const auto bucket = std::lower_bound(bounds_.begin(), bounds_.end(), seconds) - bounds_.begin();
   ++in_bucket_[static_cast<std::size_t>(bucket)];
   duration_sum_ += seconds;
   ++probes_;
-  if (!o.pass) {
-    for (auto& [name, count] : failures_) {
-      if (name == reason) ++count;
-    }
+  verdict& v = verdict_;
+  v.probed = true;
+  if (o.pass) {
+    v.failures = 0;
+    ++v.passes;
+    if (!v.passed && v.passes >= rise_) return v.passed = true;
+    return false;
   }
-  return health_.record(o);
+  for (auto& [name, count] : failures_) {
+    if (name == reason) ++count;
+  }
+  v.passes = 0;
+  ++v.failures;
+  v.last_failure = o;
+  if (v.passed && v.failures >= fall_) {
+    v.passed = false;
+    return true;
+  }
+  return false;
 }
 
 void upstream_status::restart() {
   paused_ = false;
-  health_ = upstream_health(fall_, rise_);
+  verdict_ = {};
 }
 
 std::string upstream_status::detail() const {
-  std::string text = health_.detail();
-  if (paused_)
+  const verdict& v = verdict_;
+  const std::string last = v.failures == 0 && v.last_failure.error.empty()
+                               ? std::string()
+                               : fmt::format("last: {} at {}", v.last_failure.error,
+                                             format_wall_time(v.last_failure.at));
+  std::string text;
+  if (!v.probed) {
+    text = "not probed yet";
+  } else if (v.passed) {
+    if (v.failures > 0) {
+      text = fmt::format("{} consecutive failure{} (fails at {}), {}", v.failures,
+                         v.failures == 1 ? "" : "s", fall_, last);
+    }
+  } else if (v.failures > 0) {
+    text =
+        fmt::format("{} consecutive failure{}, {}", v.failures, v.failures == 1 ? "" : "s", last);
+  } else {
+    text =
+        fmt::format("{} of {} passes needed{}", v.passes, rise_, last.empty() ? "" : "; " + last);
+  }
+  if (paused_) {
     text = text.empty() ? "not probed during a shutdown" : text + "; not probed during a shutdown";
+  }
   return text;
 }
 

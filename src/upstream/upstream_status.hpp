@@ -8,15 +8,25 @@
 #include <utility>
 #include <vector>
 
-#include "upstream/upstream_health.hpp"
-
 namespace shim {
 
 // The upstream check as /readyz, /metrics and STATUS= show it: the hysteresis over the probes'
 // outcomes, and the probes' statistics. The daemon writes it from each probe's outcome; it has no
 // I/O of its own.
+//
+// The hysteresis (--upstream-fall, --upstream-rise): `fall` consecutive failures turn the check
+// failed, `rise` consecutive passes turn it passed, so that one transient error never moves the
+// node out of the load balancer, nor one lucky answer into it. It starts failed: a node joins only
+// once its apiserver has said ready `rise` times.
 class upstream_status {
  public:
+  using time_point = std::chrono::system_clock::time_point;
+  struct outcome {
+    bool pass = false;
+    std::string error = {};  // one line, when !pass: "status 500", "timeout after 1s", ...
+    time_point at{};
+  };
+
   // reasons: every failure reason a probe can give (the metric's labels, shown from the start at
   // 0, as Prometheus' guidelines ask of labels known in advance).
   upstream_status(std::string url, unsigned fall, unsigned rise, std::chrono::nanoseconds timeout,
@@ -24,18 +34,18 @@ class upstream_status {
 
   // Counts one probe; true when the check changed state. reason: one of `reasons`, ignored for a
   // pass.
-  bool record(const upstream_health::outcome& o, std::string_view reason,
-              std::chrono::nanoseconds duration);
+  bool record(const outcome& o, std::string_view reason, std::chrono::nanoseconds duration);
 
   // Probing stops for a drain; after a cancel it starts again from failed (see shutdown_shim).
   void pause() { paused_ = true; }
   void restart();
 
   const std::string& url() const { return url_; }
-  const upstream_health& health() const { return health_; }
-  bool passed() const { return health_.passed(); }
+  bool passed() const { return verdict_.passed; }
+  unsigned consecutive_failures() const { return verdict_.failures; }
+  unsigned consecutive_passes() const { return verdict_.passes; }
   bool paused() const { return paused_; }
-  // One line for /readyz?verbose.
+  // One line for /readyz?verbose: why the check fails, or the failures it is riding out.
   std::string detail() const;
 
   // The probe-duration histogram: upper bounds in seconds (the last is the timeout; +Inf is
@@ -47,10 +57,19 @@ class upstream_status {
   const std::vector<std::pair<std::string, std::uint64_t>>& failures() const { return failures_; }
 
  private:
+  // What restart() forgets.
+  struct verdict {
+    bool passed = false;
+    bool probed = false;
+    unsigned failures = 0;
+    unsigned passes = 0;
+    outcome last_failure;
+  };
+
   std::string url_;
   unsigned fall_;
   unsigned rise_;
-  upstream_health health_;
+  verdict verdict_;
   bool paused_ = false;
   std::vector<double> bounds_;
   std::vector<std::uint64_t> in_bucket_;  // per bucket, not cumulative; one more for +Inf

@@ -190,16 +190,15 @@ class UpstreamProbe : public ::testing::Test {
     boost::asio::io_context io;
     std::vector<timed_outcome> seen;
     std::unique_ptr<shim::upstream_probe> probe;
-    probe = std::make_unique<shim::upstream_probe>(
-        io, s, shim::upstream_probe::handlers{.probed = [&](const probe_outcome& o) {
-          const auto now = std::chrono::steady_clock::now();
-          seen.push_back({.outcome = o, .started = now - o.duration, .finished = now});
-          if (after) after(static_cast<unsigned>(seen.size() - 1));
-          if (seen.size() >= count) {
-            probe->stop();
-            io.stop();
-          }
-        }});
+    probe = std::make_unique<shim::upstream_probe>(io, s, [&](const probe_outcome& o) {
+      const auto now = std::chrono::steady_clock::now();
+      seen.push_back({.outcome = o, .started = now - o.duration, .finished = now});
+      if (after) after(static_cast<unsigned>(seen.size() - 1));
+      if (seen.size() >= count) {
+        probe->stop();
+        io.stop();
+      }
+    });
     boost::asio::steady_timer deadline(io, kRunDeadline);
     deadline.async_wait([&](const boost::system::error_code& ec) {
       if (!ec) io.stop();
@@ -575,10 +574,10 @@ TEST_F(UpstreamProbe, NoOutcomeFromInsideStart) {
   auto s = settings("https://127.0.0.1:1/readyz");
   s.ca_file = path("missing.crt").string();
   unsigned calls = 0;
-  shim::upstream_probe probe(io, s, {.probed = [&](const probe_outcome&) {
-                               ++calls;
-                               probe.stop();
-                             }});
+  shim::upstream_probe probe(io, s, [&](const probe_outcome&) {
+    ++calls;
+    probe.stop();
+  });
   probe.start();
   EXPECT_EQ(calls, 0u) << "the outcome was delivered from inside start()";
   io.run_for(5s);
@@ -597,11 +596,10 @@ TEST_F(UpstreamProbe, StoppedOrDestroyedMidProbe) {
       const auto s = http_or_https(f, tls);
       boost::asio::io_context io;
       std::vector<probe_outcome> seen;
-      auto probe = std::make_unique<shim::upstream_probe>(
-          io, s, shim::upstream_probe::handlers{.probed = [&](const probe_outcome& o) {
-            seen.push_back(o);
-            io.stop();
-          }});
+      auto probe = std::make_unique<shim::upstream_probe>(io, s, [&](const probe_outcome& o) {
+        seen.push_back(o);
+        io.stop();
+      });
       probe->start();
       // Until the request is at the stand-in: the answer is being read.
       for (int i = 0; i < 200 && f.connections() == 0; ++i) io.run_for(10ms);

@@ -4,7 +4,9 @@ built shim:
 
 - the PrometheusRule: its spec written out as a rule file, `promtool check rules` and `promtool
   test rules` on it (the test file's cases); every alert has a `for:` (but the one bounded by
-  time) and a one-line description that links its runbook section, a heading of docs/install.md;
+  time) and a one-line description that links its runbook section; every runbook_url resolves:
+  one base for all (the one place an operator sets, which docs/install.md names), then a file of
+  the tree that the package installs as a doc (debian/shutdown-shim.docs), then a heading of it;
 - the Grafana dashboard: every query of its panels as a recording rule, `promtool check rules` on
   them, and each evaluated by `promtool test rules` over the series of a real /metrics scrape: a
   query that returns nothing there (a metric's name mistyped) fails;
@@ -16,7 +18,7 @@ built shim:
   that --listen opens, and names the job that the alerts select.
 
 usage: check_prometheus_rules.py --rule R --rule-test T --dashboard D --podmonitor P
-         --daemonset DS --install-md MD --metrics-source CPP --shim SHIM
+         --daemonset DS --source-root DIR --package-docs DOCS --metrics-source CPP --shim SHIM
 PROMTOOL names promtool (Debian's prometheus package, scripts/deps.sh provide_promtool); without it
 the test is skipped (exit 77), except under CI=true, where a skip is a failure.
 """
@@ -158,20 +160,39 @@ def substitute(expr):
     return re.sub(r"\$\{?(\w+)\}?", lambda m: GRAFANA_VARIABLES[m.group(1)], expr)
 
 
-def check_rule(p, rule, install_md):
+def shipped_docs(source_root, package_docs):
+    """The docs the package installs (dh_installdocs' list), each with its headings' anchors."""
+    with open(package_docs) as f:
+        paths = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+    docs = {}
+    for path in paths:
+        with open(os.path.join(source_root, path)) as f:
+            docs[path] = {github_anchor(h) for h in re.findall(r"^#+ (.+)$", f.read(), re.M)}
+    return docs
+
+
+def check_rule(p, rule, docs, install_md):
     alerts = [r for g in rule["spec"]["groups"] for r in g["rules"] if "alert" in r]
-    headings = {github_anchor(h) for h in re.findall(r"^#+ (.+)$", install_md, re.M)}
+    bases = set()
     for a in alerts:
         where = a["alert"]
         bounded = "process_start_time_seconds" in a["expr"]
         p.check(bounded or "for" in a, f"{where}: no `for:` (a transient fault would fire it)")
         url = a.get("annotations", {}).get("runbook_url", "")
         description = a.get("annotations", {}).get("description", "")
-        anchor = url.partition("docs/install.md#")[2]
-        p.check(anchor in headings,
-                f"{where}: runbook_url {url!r} is no section of docs/install.md")
+        location, _, anchor = url.partition("#")
+        doc = next((d for d in docs if location.endswith("/" + d)), None)
+        p.check(doc is not None,
+                f"{where}: runbook_url {url!r} names no doc the package installs ({sorted(docs)})")
+        if doc is not None:
+            bases.add(location[:-len(doc)])
+            p.check(anchor in docs[doc], f"{where}: runbook_url {url!r} is no section of {doc}")
         p.check(url and url in description and "\n" not in description,
                 f"{where}: the description is not one line that links the runbook")
+    p.check(len(bases) == 1, f"the runbook links have more than one base: {sorted(bases)}")
+    for base in bases:
+        p.check(base in install_md,
+                f"docs/install.md does not say where the runbook links' base {base!r} is set")
     return alerts
 
 
@@ -248,7 +269,7 @@ def check_dashboard(p, promtool, tmp, dashboard, scrape_samples):
 def main():
     parser = argparse.ArgumentParser()
     for option in ("--rule", "--rule-test", "--dashboard", "--podmonitor", "--daemonset",
-                   "--install-md", "--metrics-source", "--shim"):
+                   "--source-root", "--package-docs", "--metrics-source", "--shim"):
         parser.add_argument(option, required=True)
     args = parser.parse_args()
     promtool = os.environ.get("PROMTOOL", "")
@@ -259,7 +280,8 @@ def main():
     if rule.get("apiVersion") != "monitoring.coreos.com/v1" or rule.get("kind") != "PrometheusRule":
         print(f"{args.rule}: not a monitoring.coreos.com/v1 PrometheusRule", file=sys.stderr)
         return 1
-    with open(args.install_md) as f:
+    docs = shipped_docs(args.source_root, args.package_docs)
+    with open(os.path.join(args.source_root, "docs", "install.md")) as f:
         install_md = f.read()
     with open(args.dashboard) as f:
         dashboard = json.load(f)
@@ -271,7 +293,7 @@ def main():
         rule_test = yaml.safe_load(f)
 
     p = Problems()
-    alerts = check_rule(p, rule, install_md)
+    alerts = check_rule(p, rule, docs, install_md)
     up_jobs = {job for a in alerts for job in re.findall(r'\bup\{job="([^"]+)"', a["expr"])}
     check_podmonitor(p, podmonitor, daemonset, up_jobs)
 

@@ -180,7 +180,7 @@ TEST(ShimStatus, StatusLineSaysWhatTheShimIsDoing) {
 // state, and the upstream check's hysteresis meets the shutdown as it should (on a fake clock: the
 // outcomes carry their own time).
 
-const upstream_health::time_point t0 = upstream_health::time_point{} + 1'700'000'000s;
+const upstream_status::time_point t0 = upstream_status::time_point{} + 1'700'000'000s;
 const std::vector<std::string_view> kReasons = {"timeout", "refused",  "connect", "tls",
                                                 "status",  "protocol", "config"};
 

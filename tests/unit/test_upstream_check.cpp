@@ -1,4 +1,4 @@
-// upstream_check against a fake prober (as kubelet tests its dbusInhibiter with a fake D-Bus): each
+// upstream_check against a fake probe (as kubelet tests its dbusInhibiter with a fake D-Bus): each
 // outcome into the status table, /readyz?verbose and /metrics, the log and the event log, and the
 // probing stopped for a drain and started again from failed after a cancel. The probe itself runs
 // against a stand-in apiserver in tests/integration/test_upstream_probe.cpp.
@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,13 +31,13 @@ using testing::StartsWith;
 struct fake_probe_calls {
   unsigned starts = 0;
   unsigned stops = 0;
-  upstream_probe::handlers handlers;
+  std::function<void(const probe_outcome&)> probed;
   bool running = false;
 };
 
-class fake_prober : public upstream_prober {
+class fake_probe : public upstream_check::probe {
  public:
-  explicit fake_prober(fake_probe_calls& calls) : calls_(calls) {}
+  explicit fake_probe(fake_probe_calls& calls) : calls_(calls) {}
   void start() override {
     ++calls_.starts;
     calls_.running = true;
@@ -67,14 +68,14 @@ class UpstreamCheck : public ::testing::Test {
     return std::make_unique<upstream_check>(
         settings, log, events, status.upstream,
         upstream_check::handlers{.changed = [this] { ++changes; }},
-        [this](upstream_probe::handlers h) {
-          calls.handlers = std::move(h);
-          return std::make_unique<fake_prober>(calls);
+        [this](std::function<void(const probe_outcome&)> probed) {
+          calls.probed = std::move(probed);
+          return std::make_unique<fake_probe>(calls);
         });
   }
   void deliver(const probe_outcome& o) {
     ASSERT_TRUE(calls.running) << "an outcome from a probe that is not running";
-    calls.handlers.probed(o);
+    calls.probed(o);
   }
 
   shim_status::check upstream_row() const {
