@@ -24,7 +24,8 @@
 // 10 s. Each agent's connection is placed on the next node (round robin, re-dialled until it lands
 // there), so every reboot has a naive and a retrying agent kept alive on the node that leaves.
 //
-// --check: with the shim, 0 failed requests, 0 agent errors and 0 Degraded transitions; in the
+// --check: with the shim, 0 failed requests, 0 agent errors (but for a PATCH written as the
+// server's shutdown closed its idle connection, counted apart) and 0 Degraded transitions; in the
 // baseline, failed requests and naive agents going Degraded (else the test could not tell); and,
 // from the nodes' and HAProxy's own records, no node's reboot started before the previous node was
 // ready again and UP in HAProxy. --unordered reboots the next node as soon as the previous one's
@@ -62,6 +63,7 @@
 #include <system_error>
 #include <vector>
 
+#include "agent_verdict.hpp"
 #include "client_go_agents.hpp"
 #include "e2e_common.hpp"
 #include "haproxy.hpp"
@@ -76,9 +78,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using e2e::agent_policy;
+using e2e::agent_verdict;
 using e2e::flag;
+using e2e::judge;
 using e2e::parse_seconds;
 using e2e::seconds;
+using e2e::stop_times;
 using e2e::wait_until;
 
 // --- settings -----------------------------------------------------------------------------------
@@ -333,10 +339,6 @@ double rel_s(std::uint64_t t, std::uint64_t t0) {
   return (static_cast<double>(t) - static_cast<double>(t0)) / 1e6;
 }
 
-enum class agent_policy { naive, retry };
-
-std::string to_string(agent_policy p) { return p == agent_policy::naive ? "naive" : "retry"; }
-
 // The retrying agent's wait after its n-th error in a row: one period after the first, doubled
 // after each further one, at most 16 periods (3.2 s), as client-go's and the machine-config
 // daemon's backoffs grow; one period after a success.
@@ -344,41 +346,6 @@ std::chrono::microseconds retry_pause(unsigned errors_in_a_row, double period_s)
   const double factor =
       errors_in_a_row ? std::min(16.0, std::pow(2.0, errors_in_a_row - 1.0)) : 1.0;
   return std::chrono::microseconds(std::llround(period_s * factor * 1e6));
-}
-
-struct agent_verdict {
-  std::size_t errors = 0;
-  std::size_t degraded = 0;        // transitions to Degraded
-  double longest_error_run_s = 0;  // from the first error of a run to the last one's end
-};
-
-// What the agent reports, from its requests in order: naive: every error makes it Degraded (and
-// a success clears it); retry: Degraded once an error comes degraded_after_s or more after the
-// first error of an unbroken run of errors.
-agent_verdict judge(std::vector<e2e::request_record> records, agent_policy policy,
-                    double degraded_after_s) {
-  std::sort(records.begin(), records.end(),
-            [](const auto& a, const auto& b) { return a.send_us < b.send_us; });
-  agent_verdict v;
-  bool degraded = false;
-  std::optional<std::uint64_t> run_start;
-  for (const auto& r : records) {
-    if (!r.failed()) {
-      degraded = false;
-      run_start.reset();
-      continue;
-    }
-    ++v.errors;
-    if (!run_start) run_start = r.send_us;
-    const std::uint64_t end = r.send_us + r.latency_us;
-    v.longest_error_run_s = std::max(v.longest_error_run_s, rel_s(end, *run_start));
-    const bool persists = static_cast<double>(end - *run_start) >= degraded_after_s * 1e6;
-    if (!degraded && (policy == agent_policy::naive || persists)) {
-      degraded = true;
-      ++v.degraded;
-    }
-  }
-  return v;
 }
 
 struct node_agent {
@@ -464,6 +431,9 @@ struct upgrade_result {
         std::count_if(sampler.begin(), sampler.end(), [](const auto& r) { return r.failed(); }));
   }
   std::size_t agent_errors(agent_policy p) const { return sum(p, &agent_verdict::errors); }
+  std::size_t idle_close_losses(agent_policy p) const {
+    return sum(p, &agent_verdict::idle_close_losses);
+  }
   std::size_t degraded(agent_policy p) const { return sum(p, &agent_verdict::degraded); }
   double longest_error_run_s(agent_policy p) const {
     double longest = 0;
@@ -550,6 +520,20 @@ std::vector<std::uint64_t> shim_unready_times(const fs::path& out, const std::st
     }
   }
   return times;
+}
+
+stop_times stopped_listening_times(const fs::path& out, const std::vector<std::string>& names) {
+  stop_times stopped;
+  for (const auto& name : names) {
+    for (unsigned boot = 0;; ++boot) {
+      const auto log = out / fmt::format("{}-boot{}-{}-lifecycle.log", name, boot, name);
+      if (!fs::exists(log)) break;
+      for (const auto& l : sandbox::read_timed_lines(log)) {
+        if (l.word == "STOPPED_LISTENING") stopped[name].push_back(l.usec);
+      }
+    }
+  }
+  return stopped;
 }
 
 // The ordering, from the records of the nodes (their reboot requests) and of HAProxy (UP): every
@@ -725,11 +709,12 @@ upgrade_result run_upgrade(const settings& s, const std::string& variant, const 
   lb.stop();
 
   res.sampler = sampler.records();
+  const auto stopped = stopped_listening_times(out, names);
   for (auto& a : agents) {
     auto records = a.client->records();
     e2e::write_records_csv(out / fmt::format("agent-{}-{}.csv", a.node, to_string(a.policy)),
                            records, res.t0_us);
-    res.agents[a.policy].push_back(judge(records, a.policy, s.degraded_after_s));
+    res.agents[a.policy].push_back(judge(records, a.policy, s.degraded_after_s, stopped));
     res.agent_records.push_back(std::move(records));
   }
   for (unsigned i = 0; i < kNodes; ++i) {
@@ -786,14 +771,15 @@ std::string settings_line(const settings& s) {
 std::string table(const settings& s, const std::vector<upgrade_result>& results) {
   std::string t = settings_line(s) + "\n\n";
   t += "| variant | requests | failed | failed by kind | agent errors (naive / retry) | "
-       "longest agent error run (s, naive / retry) | Degraded transitions (naive / retry) | total "
+       "of them lost to the idle close (naive / retry) | longest agent error run (s, naive / "
+       "retry) | Degraded transitions (naive / retry) | total "
        "upgrade time (s) | time out of the LB per node (s) | client-go agents failed / Degraded, "
        "naive | retrying |\n";
-  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n";
+  t += "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n";
   for (const auto& r : results) {
     if (!r.problems.empty()) {
-      t += fmt::format("| {} | - | - | RUN FAILED: {} | - | - | - | - | - | - | - |\n", r.variant,
-                       r.problems.front());
+      t += fmt::format("| {} | - | - | RUN FAILED: {} | - | - | - | - | - | - | - | - |\n",
+                       r.variant, r.problems.front());
       continue;
     }
     std::string out;
@@ -801,9 +787,11 @@ std::string table(const settings& s, const std::vector<upgrade_result>& results)
       out += fmt::format("{}{} {:.1f}", out.empty() ? "" : ", ", n.name, n.out_of_lb_s());
     const auto upgrade = r.upgrade_s();
     t += fmt::format(
-        "| {} | {} | {} | {} | {} / {} | {:.1f} / {:.1f} | {} / {} | {} | {} | {} | {} |\n",
+        "| {} | {} | {} | {} | {} / {} | {} / {} | {:.1f} / {:.1f} | {} / {} | {} | {} | {} | {} "
+        "|\n",
         r.variant, r.sampler.size(), r.failed(), e2e::failed_by_kind_text(r.sampler),
         r.agent_errors(agent_policy::naive), r.agent_errors(agent_policy::retry),
+        r.idle_close_losses(agent_policy::naive), r.idle_close_losses(agent_policy::retry),
         r.longest_error_run_s(agent_policy::naive), r.longest_error_run_s(agent_policy::retry),
         r.degraded(agent_policy::naive), r.degraded(agent_policy::retry),
         upgrade ? fmt::format("{:.1f}", *upgrade) : "-", out,
@@ -900,14 +888,19 @@ bool check(const settings& s, const upgrade_result& r) {
   for (const auto& v : r.order_violations) fail(v);
   if (r.variant == "shim") {
     if (r.failed()) fail(fmt::format("{} failed requests with the shim (want 0)", r.failed()));
-    // The stand-in agents PATCH over HTTP/1.1. Against realapi a PATCH written as its shutdown
-    // closes the idle kept-alive connection is lost (an eof, not sent again, as by Go's
-    // transport): measured once in 7 runs with kubeadm's delay 0, no shim can prevent it. There
-    // client-go's agents are judged instead: over HTTP/2 the GOAWAY tells them what was served.
+    // The stand-in agents PATCH over HTTP/1.1: a PATCH written as the server's shutdown closes
+    // the idle kept-alive connection is lost (lost_to_idle_close), which no shim can prevent; on
+    // the stand-in every other error counts. Against realapi it was measured once in 7 runs with
+    // kubeadm's delay 0; realapi logs its stop from a lifecycle signal, not where Go closes the
+    // connections, so there client-go's agents are judged instead: over HTTP/2 the GOAWAY tells
+    // them what was served.
     for (const auto p : {agent_policy::naive, agent_policy::retry}) {
-      if (!s.real_server && (r.agent_errors(p) || r.degraded(p)))
-        fail(fmt::format("{} agent errors and {} Degraded transitions of the {} agents (want 0)",
-                         r.agent_errors(p), r.degraded(p), to_string(p)));
+      const auto errors = r.agent_errors(p) - r.idle_close_losses(p);
+      if (!s.real_server && (errors || r.degraded(p)))
+        fail(fmt::format(
+            "{} agent errors besides the {} lost to the idle close and {} Degraded transitions "
+            "of the {} agents (want 0)",
+            errors, r.idle_close_losses(p), r.degraded(p), to_string(p)));
     }
     if (s.real_server) {
       for (const std::string p : {"naive", "retry"}) {
@@ -978,10 +971,11 @@ int main(int argc, char** argv) {
           at(n.ready), at(n.lb_up), n.out_of_lb_s());
     }
     fmt::print(
-        "  {} requests, {} failed; agent errors {} naive, {} retry; Degraded {} naive, {} "
-        "retry\n",
+        "  {} requests, {} failed; agent errors {} naive, {} retry (lost to the idle close {} "
+        "naive, {} retry); Degraded {} naive, {} retry\n",
         r.sampler.size(), r.failed(), r.agent_errors(agent_policy::naive),
-        r.agent_errors(agent_policy::retry), r.degraded(agent_policy::naive),
+        r.agent_errors(agent_policy::retry), r.idle_close_losses(agent_policy::naive),
+        r.idle_close_losses(agent_policy::retry), r.degraded(agent_policy::naive),
         r.degraded(agent_policy::retry));
     if (!r.go_agents.empty()) {
       fmt::print("  client-go agents (failed of requests / Degraded): naive {}, retrying {}\n",
