@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "http/http_answer.hpp"
+#include "http/url_query.hpp"
 #include "util/duration_text.hpp"
 
 namespace shim {
@@ -18,38 +19,19 @@ control_reply refuse(http::status code, std::string words) {
   return {.code = code, .body = std::move(words) + "\n", .json = false};
 }
 
-struct query_item {
-  std::string_view key;
-  std::string_view value;
-};
-
-// "a=1&b&c=2": items in order; nothing is decoded (no value the routes take needs it).
-std::optional<query_item> next_item(std::string_view& query) {
-  if (query.empty()) return std::nullopt;
-  const auto amp = query.find('&');
-  std::string_view item = query.substr(0, amp);
-  query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-  const auto eq = item.find('=');
-  if (eq == std::string_view::npos) return query_item{item, {}};
-  return query_item{item.substr(0, eq), item.substr(eq + 1)};
-}
-
 struct parsed_target {
   std::string_view path;
-  bool json = false;
-  std::optional<std::chrono::nanoseconds> duration;
-  unsigned lb_fall = 3;
-  std::string error;  // a bad parameter
+  drill_request request;  // json, duration and lb-fall as asked
+  std::string error;      // a bad parameter
 };
 
 parsed_target parse_target(std::string_view target) {
   parsed_target out;
-  const auto q = target.find('?');
-  out.path = target.substr(0, q);
-  std::string_view query = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
-  while (auto item = next_item(query)) {
+  out.path = path_of(target);
+  std::string_view query = query_of(target);
+  while (const auto item = next_query_item(query)) {
     if (item->key == "json") {
-      out.json = true;
+      out.request.json = true;
     } else if (item->key == "duration") {
       try {
         const auto d = parse_duration(item->value);
@@ -57,7 +39,7 @@ parsed_target parse_target(std::string_view target) {
           out.error = fmt::format("duration {}: a drill lasts more than 0s and at most {}",
                                   item->value, format_duration(kMaxDrill));
         }
-        out.duration = d;
+        out.request.duration = d;
       } catch (const std::invalid_argument& e) {
         out.error = fmt::format("duration: {}", e.what());
       }
@@ -68,7 +50,7 @@ parsed_target parse_target(std::string_view target) {
       if (r.ec != std::errc() || r.ptr != end || n == 0 || n > kMaxLbFall) {
         out.error = fmt::format("lb-fall {}: want a count from 1 to {}", item->value, kMaxLbFall);
       }
-      out.lb_fall = n;
+      out.request.lb_fall = n;
     } else {
       out.error = fmt::format("unknown parameter {}", item->key.substr(0, 64));
     }
@@ -90,19 +72,20 @@ control_reply route_control(const control_handlers& handlers, http::verb method,
   if (t.path == "/status") {
     if (!get) return wrong_method("GET");
     if (!t.error.empty()) return refuse(http::status::bad_request, t.error);
-    return handlers.status(t.json);
+    return handlers.status(t.request.json);
   }
   if (t.path == "/drill") {
     if (!t.error.empty()) return refuse(http::status::bad_request, t.error);
-    if (get) return handlers.drill(t.json);
+    if (get) return handlers.drill(t.request.json);
     if (!post) return wrong_method("GET or POST");
-    return handlers.start_drill(
-        {.duration = t.duration, .lb_fall = t.lb_fall, .json = t.json, .who = std::string(who)});
+    drill_request request = t.request;
+    request.who = who;
+    return handlers.start_drill(request);
   }
   if (t.path == "/drill/stop") {
     if (!post) return wrong_method("POST");
     if (!t.error.empty()) return refuse(http::status::bad_request, t.error);
-    return handlers.stop_drill(t.json);
+    return handlers.stop_drill(t.request.json);
   }
   return refuse(http::status::not_found,
                 "no such path; the control socket answers GET /status, GET or POST /drill, "

@@ -11,6 +11,7 @@
 
 #include "http/http_limits.hpp"
 #include "http/prometheus_metrics.hpp"
+#include "http/url_query.hpp"
 
 namespace shim {
 
@@ -21,8 +22,6 @@ namespace {
 
 constexpr std::string_view kTextPlain = "text/plain; charset=utf-8";
 constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset=utf-8";
-
-std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
 // What a /readyz query asks for: ?verbose ("?verbose", "?verbose=1", "?verbose=true", any case)
 // and ?exclude=NAME, repeatable, as kube-apiserver's healthz takes them
@@ -43,28 +42,20 @@ struct readyz_query {
 
 readyz_query parse_readyz_query(std::string_view target) {
   readyz_query out;
-  const auto question = target.find('?');
-  if (question == std::string_view::npos) return out;
-  std::string_view query = target.substr(question + 1);
-  while (!query.empty()) {
-    const auto amp = query.find('&');
-    const std::string_view param = query.substr(0, amp);
-    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    const auto eq = param.find('=');
-    const std::string_view key = param.substr(0, eq);
-    const std::string_view value =
-        eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
-    if (key == "exclude") {
-      if (std::find(out.excluded.begin(), out.excluded.end(), value) != out.excluded.end()) {
+  std::string_view query = query_of(target);
+  while (const auto item = next_query_item(query)) {
+    if (item->key == "exclude") {
+      if (std::find(out.excluded.begin(), out.excluded.end(), item->value) != out.excluded.end()) {
         continue;
       }
       if (out.excluded.size() == kMaxExcluded) {
         out.excluded_truncated = true;
       } else {
-        out.excluded.push_back(value);
+        out.excluded.push_back(item->value);
       }
-    } else if (key == "verbose") {
-      if (value.empty() || value == "1" || beast::iequals(value, "true")) out.verbose = true;
+    } else if (item->key == "verbose") {
+      const auto v = item->value;
+      if (v.empty() || v == "1" || beast::iequals(v, "true")) out.verbose = true;
     }
   }
   return out;
