@@ -18,23 +18,6 @@ std::string round_seconds(nanoseconds d) {
   return format_duration(std::chrono::round<std::chrono::milliseconds>(d));
 }
 
-std::string_view lock_words(logind_row::inhibitor_state state) {
-  using st = logind_row::inhibitor_state;
-  switch (state) {
-    case st::disabled:
-      return "off";
-    case st::pending:
-      return "pending";
-    case st::held:
-      return "held";
-    case st::retrying:
-      return "retrying";
-    case st::released:
-      return "released";
-  }
-  return "unknown";
-}
-
 // What the next shutdown does to the target, in one line.
 std::string next_shutdown(const status_snapshot& s) {
   const auto& st = s.status;
@@ -73,7 +56,7 @@ std::string status_text(const status_snapshot& s) {
     fmt::format_to(std::back_inserter(out), "  {:<14} {}\n", key, value);
   };
   row("phase", s.status.phase.name());
-  row("lock", lock_words(st.logind.inhibitor));
+  row("lock", st.logind.lock_word());
   if (s.elapsed) row("shutdown", hold_progress(s));
   if (s.drill_elapsed) {
     row("drill", fmt::format("{} elapsed, {} left", round_seconds(*s.drill_elapsed),
@@ -108,7 +91,7 @@ std::string status_json(const status_snapshot& s) {
   raw("ready", st.ready() ? "true" : "false");
   str("version", s.version);
   str("phase", s.status.phase.name());
-  str("lock", lock_words(st.logind.inhibitor));
+  str("lock", st.logind.lock_word());
   str("status", status_line(st));
   raw("checks", "[");
   for (const auto& c : st.checks()) {

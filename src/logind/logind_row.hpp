@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace shim {
 
@@ -25,6 +26,11 @@ struct logind_row {
   std::optional<std::uint64_t> delay_max_usec;
   // What --ensure-inhibit-delay did about it ("raised from 5s to 2m29s by ..."); empty when off.
   std::string delay_ensure;
+
+  // The lock in one word for `status`: off, pending, held, retrying or released.
+  std::string_view lock_word() const;
+  // The inhibitor check's detail: why the lock is not held ("" when it is).
+  std::string lock_detail() const;
 
   // logind would end a hold of `hold` before the shim does.
   bool delay_too_short(std::chrono::nanoseconds hold) const;

@@ -51,23 +51,6 @@ struct check_def {
 
 bool always(const shim_status&) { return true; }
 
-std::string inhibitor_detail(const shim_status& s) {
-  using state = logind_row::inhibitor_state;
-  switch (s.logind.inhibitor) {
-    case state::disabled:
-      return "disabled (--inhibit=off)";
-    case state::pending:
-      return "taking the logind delay lock";
-    case state::held:
-      return {};
-    case state::retrying:
-      return "not held, retrying: " + s.logind.inhibitor_detail;
-    case state::released:
-      return "released at the end of the shutdown hold";
-  }
-  return {};
-}
-
 std::string logind_delay_detail(const shim_status& s) {
   if (auto warning = s.logind_delay_warning()) {
     std::string detail = "warning: " + *warning;
@@ -96,7 +79,7 @@ constexpr std::array<check_def, 10> kChecks{{
      [](const shim_status& s) {
        return s.logind.inhibitor != logind_row::inhibitor_state::pending;
      },
-     inhibitor_detail},
+     [](const shim_status& s) { return s.logind.lock_detail(); }},
     // Informational: a configuration warning, never a readiness failure.
     {"logind-inhibit-delay",
      [](const shim_status& s) {
