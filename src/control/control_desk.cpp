@@ -104,15 +104,15 @@ control_reply control_desk::start_drill(const drill_request& r) {
 }
 
 control_reply control_desk::drill(bool json) const {
-  const auto& sequence = runner_.sequence();
-  if (!sequence.drilling() && last_drill_.empty()) {
+  const hold_phase phase = runner_.sequence().phase();
+  if (!phase.drilling() && last_drill_.empty()) {
     return {.code = http_status::not_found, .body = "no drill since the shim started\n"};
   }
-  const std::string line = sequence.drilling() ? drill_progress() : "last drill: " + last_drill_;
+  const std::string line = phase.drilling() ? drill_progress() : "last drill: " + last_drill_;
   if (!json) return {.code = http_status::ok, .body = line + "\n", .json = false};
   // Flat, so that the CLI reads it with the event log's reader.
   std::string body = "{";
-  append_json_string(body, "drilling", sequence.drilling() ? "yes" : "no");
+  append_json_string(body, "drilling", phase.drilling() ? "yes" : "no");
   body += ',';
   append_json_string(body, "summary", line);
   body += ',';
@@ -126,7 +126,7 @@ control_reply control_desk::drill(bool json) const {
 }
 
 control_reply control_desk::stop_drill(bool json) {
-  if (!runner_.sequence().drilling()) {
+  if (!runner_.sequence().phase().drilling()) {
     return {.code = http_status::conflict, .body = "no drill under way\n", .json = false};
   }
   runner_.feed([](shutdown_sequence& s) { return s.stop_drill("shutdown-shim drill --stop"); });

@@ -375,6 +375,11 @@ std::optional<std::string> shutdown_sequence::drill_refusal() const {
   return "unknown state";
 }
 
+std::string shutdown_sequence::cause() const {
+  hold_phase p = phase();
+  return p.draining() ? std::move(p.cause) : std::string();
+}
+
 hold_phase shutdown_sequence::phase() const {
   return {.what = phase_,
           .cause = phase_ == phase_kind::idle ? std::string() : cause_,

@@ -200,15 +200,10 @@ class shutdown_sequence {
   actions stop_drill(const std::string& cause);
   // Why a drill cannot start now; none when it can.
   std::optional<std::string> drill_refusal() const;
-  bool drilling() const { return phase_ == phase_kind::drilling; }
-
-  // Unready because of a shutdown (not during a wait for the target after a cancel).
-  bool draining() const { return phase_ == phase_kind::holding || phase_ == phase_kind::released; }
-  bool waiting_for_target() const { return phase_ == phase_kind::awaiting_target; }
   bool holding() const { return phase_ == phase_kind::holding; }
   bool signal_sent() const { return signal_sent_; }
   // What started the shutdown under way ("PrepareForShutdown(true) from :1.3", "SIGTERM").
-  std::string cause() const { return draining() ? cause_ : std::string(); }
+  std::string cause() const;
   // The phase, its cause and its moments: what every view of the shim shows.
   hold_phase phase() const;
 

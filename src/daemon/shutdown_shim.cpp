@@ -176,7 +176,7 @@ void shutdown_shim::prepare_for_shutdown(bool active, const std::string& cause) 
 }
 
 void shutdown_shim::preparing_read(bool preparing) {
-  const bool draining = runner_.sequence().draining();
+  const bool draining = runner_.sequence().phase().draining();
   if (!preparing) {
     // The shutdown an earlier run recorded is over: never resume it later. A restarted logind
     // forgets a delayed shutdown, and a PrepareForShutdown(false) sent while the bus was down is
@@ -206,7 +206,7 @@ void shutdown_shim::first_attempt_done(const result<>& outcome) {
   }
   // A stop that came while the lock was being taken: the command is not started at all. On the
   // loop a failed start is logged (as run() logged it when it was thrown), and READY=1 is not sent.
-  if (cfg_.inhibit == inhibit_mode::required && !runner_.sequence().draining()) {
+  if (cfg_.inhibit == inhibit_mode::required && !runner_.sequence().phase().draining()) {
     if (auto started = target_.start_child(); !started) {
       return log_loop_failure(log_, started.error());
     }

@@ -332,7 +332,7 @@ bool target_watch::looking() const {
   // During a hold, once every target process has exited: kubelet restarts a static pod's container
   // that exits, and a new kube-apiserver must get its signal too (issue 32).
   if (sequence_.holding()) return present_.empty() && signalled_.empty();
-  return !sequence_.draining() && (!row_.running || sequence_.waiting_for_target());
+  return !sequence_.phase().draining() && (!row_.running || sequence_.phase().waiting_for_target());
 }
 
 // Whether a target process runs that did not have the signal (from this run or, per the record,
@@ -421,7 +421,7 @@ void target_watch::target_found() {
                    {{"target_pid", pids}, {"target", describe_target(settings_.target)}});
     on_.row_changed();
   }
-  if (sequence_.waiting_for_target()) {
+  if (sequence_.phase().waiting_for_target()) {
     log_.notice("a target is running again", {{"target", row_.detail}});
     on_.target_running_again();
   }

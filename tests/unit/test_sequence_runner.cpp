@@ -104,8 +104,8 @@ TEST(SequenceRunner, ATargetFoundWhileWatchingIsQueued) {
   const std::vector<kind> want = {kind::note, kind::cancel_timer, kind::retake_inhibitor,
                                   kind::watch_target, kind::become_ready};
   EXPECT_EQ(edges.done, want);
-  EXPECT_FALSE(runner.sequence().draining());
-  EXPECT_FALSE(runner.sequence().waiting_for_target());
+  EXPECT_FALSE(runner.sequence().phase().draining());
+  EXPECT_FALSE(runner.sequence().phase().waiting_for_target());
 }
 
 // Once the shim finishes (exit), nothing more is carried out: not the rest of the batch, not

@@ -258,7 +258,7 @@ seq::settings wrapper() {
 TEST(ShutdownSequence, PrepareForShutdownTurnsUnreadyAndSignalsAtOnce) {
   fake_edges e(attach());
   e.prepare_for_shutdown(t0);
-  EXPECT_TRUE(e.machine.draining());
+  EXPECT_TRUE(e.machine.phase().draining());
   EXPECT_EQ(e.unreadies, 1);
   EXPECT_EQ(e.signals, 1);
   EXPECT_EQ(e.signal_at, t0);
@@ -271,7 +271,7 @@ TEST(ShutdownSequence, PrepareForShutdownTurnsUnreadyAndSignalsAtOnce) {
 TEST(ShutdownSequence, KubeletsSignalIsCountedAtOnceAndTheShimSendsNone) {
   fake_edges e(attach(3s, 1s));  // --signal-delay is the shim's timing, not kubelet's
   e.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
-  EXPECT_TRUE(e.machine.draining());
+  EXPECT_TRUE(e.machine.phase().draining());
   EXPECT_EQ(e.signals, 0) << "the shim must not send a signal of its own";
   EXPECT_EQ(e.kubelet_counts, 1);
   EXPECT_EQ(e.signal_at, t0);
@@ -338,7 +338,7 @@ TEST(ShutdownSequence, KubeletGoneAfterTheTargetExitedOrOutsideAHoldSignalsNothi
   fake_edges idle(attach());
   idle.kubelet_gone(t0);
   EXPECT_EQ(idle.signals, 0);
-  EXPECT_FALSE(idle.machine.draining());
+  EXPECT_FALSE(idle.machine.phase().draining());
 
   fake_edges released(attach());  // the hold is over: the reboot goes on without the shim
   released.prepare_for_shutdown(t0, seq::forward_decision::kubelet_signals);
@@ -470,7 +470,7 @@ TEST(ShutdownSequence, ATargetStartedBeforeTheSignalOrAfterTheHoldIsNotSignalled
   fake_edges idle(attach());
   idle.target_started(t0);
   EXPECT_EQ(idle.restart_signals, 0);
-  EXPECT_FALSE(idle.machine.draining());
+  EXPECT_FALSE(idle.machine.phase().draining());
 }
 
 // Where kubelet signals, a target it restarted before its SIGTERM time is kubelet's to stop too;
@@ -531,7 +531,7 @@ TEST(ShutdownSequence, HoldEndsAtDrainWhenTargetExitedEarly) {
   EXPECT_EQ(e.released_at, t0 + 3s);
   EXPECT_EQ(e.releases, 1);
   EXPECT_EQ(e.exits, 0) << "after PrepareForShutdown the shim keeps running, unready";
-  EXPECT_TRUE(e.machine.draining());
+  EXPECT_TRUE(e.machine.phase().draining());
   EXPECT_THAT(e.events,
               testing::ElementsAre(event_kind::ShutdownInitiated, event_kind::DrainElapsed));
 }
@@ -621,7 +621,7 @@ TEST(ShutdownSequence, CancelBeforeSignalBecomesReadyAgain) {
   fake_edges e(attach(3s, 2s));
   e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
-  EXPECT_FALSE(e.machine.draining());
+  EXPECT_FALSE(e.machine.phase().draining());
   EXPECT_EQ(e.readies, 1);
   EXPECT_EQ(e.retakes, 1);
   EXPECT_FALSE(e.timer);
@@ -636,13 +636,13 @@ TEST(ShutdownSequence, CancelAfterSignalWaitsForTheTarget) {
   fake_edges e(attach());
   e.prepare_for_shutdown(t0);
   e.cancel(t0 + 1s);
-  EXPECT_FALSE(e.machine.draining());
-  EXPECT_TRUE(e.machine.waiting_for_target());
+  EXPECT_FALSE(e.machine.phase().draining());
+  EXPECT_TRUE(e.machine.phase().waiting_for_target());
   EXPECT_EQ(e.watches, 1);
   EXPECT_EQ(e.readies, 0);
   e.apply(e.machine.target_running());
   EXPECT_EQ(e.readies, 1);
-  EXPECT_FALSE(e.machine.waiting_for_target());
+  EXPECT_FALSE(e.machine.phase().waiting_for_target());
 }
 
 TEST(ShutdownSequence, CancelAfterReleaseRetakesTheLock) {
@@ -653,7 +653,7 @@ TEST(ShutdownSequence, CancelAfterReleaseRetakesTheLock) {
   EXPECT_EQ(e.releases, 1);
   e.cancel(t0 + 10s);
   EXPECT_EQ(e.retakes, 1);
-  EXPECT_TRUE(e.machine.waiting_for_target());
+  EXPECT_TRUE(e.machine.phase().waiting_for_target());
 }
 
 TEST(ShutdownSequence, NextShutdownAfterCancelSignalsAgain) {
@@ -671,7 +671,7 @@ TEST(ShutdownSequence, CancelIgnoredWhenTheShimWasAskedToStop) {
   fake_edges e(attach());
   e.sigterm(t0);
   e.cancel(t0 + 1s);
-  EXPECT_TRUE(e.machine.draining());
+  EXPECT_TRUE(e.machine.phase().draining());
   EXPECT_EQ(e.retakes, 0);
   e.run_timers();
   EXPECT_EQ(e.exits, 1);
@@ -852,8 +852,8 @@ TEST(ShutdownSequence, NoTargetThenCancelIsReadyAgain) {
   EXPECT_EQ(e.readies, 1);
   EXPECT_EQ(e.watches, 0);
   EXPECT_EQ(e.retakes, 1);
-  EXPECT_FALSE(e.machine.draining());
-  EXPECT_FALSE(e.machine.waiting_for_target());
+  EXPECT_FALSE(e.machine.phase().draining());
+  EXPECT_FALSE(e.machine.phase().waiting_for_target());
   EXPECT_FALSE(e.timer);
 }
 
@@ -869,8 +869,8 @@ TEST(ShutdownSequence, NoTargetConfiguredThenCancelIsReadyAgain) {
   EXPECT_EQ(e.readies, 1);
   EXPECT_EQ(e.watches, 0);
   EXPECT_EQ(e.retakes, 1);
-  EXPECT_FALSE(e.machine.draining());
-  EXPECT_FALSE(e.machine.waiting_for_target());
+  EXPECT_FALSE(e.machine.phase().draining());
+  EXPECT_FALSE(e.machine.phase().waiting_for_target());
   EXPECT_FALSE(e.timer);
   // The next shutdown holds as the first did.
   e.prepare_for_shutdown(t0 + 10s);
@@ -891,7 +891,7 @@ TEST(ShutdownSequence, NoTargetAfterTheHoldChangesNothing) {
   fake_edges e(attach());
   e.no_target(t0);
   EXPECT_EQ(e.unreadies, 0);
-  EXPECT_FALSE(e.machine.draining());
+  EXPECT_FALSE(e.machine.phase().draining());
 }
 
 // Faults suite item 3: a restarted shim resumes the hold of the shutdown its earlier run signalled
@@ -899,7 +899,7 @@ TEST(ShutdownSequence, NoTargetAfterTheHoldChangesNothing) {
 TEST(ShutdownSequence, ResumeHoldsTheRemainingDrainWithoutASignal) {
   fake_edges e(attach(3s, 0s, 5s));
   e.resume(t0 + 2s, t0, /*target_running=*/false);
-  EXPECT_TRUE(e.machine.draining());
+  EXPECT_TRUE(e.machine.phase().draining());
   EXPECT_EQ(e.unreadies, 1);
   ASSERT_FALSE(e.events.empty());
   EXPECT_EQ(e.events.back(), event_kind::ShutdownResumed);
@@ -1076,16 +1076,16 @@ TEST(ShutdownSequence, InvariantsHoldInEveryOrdering) {
 TEST(ShutdownSequence, ADrillIsUnreadyForItsDurationWithoutSignalOrRelease) {
   fake_edges e(attach(3s));
   ASSERT_TRUE(e.drill(t0, 10s));
-  EXPECT_TRUE(e.machine.drilling());
-  EXPECT_FALSE(e.machine.draining()) << "a drill is not a shutdown";
+  EXPECT_TRUE(e.machine.phase().drilling());
+  EXPECT_FALSE(e.machine.phase().draining()) << "a drill is not a shutdown";
   EXPECT_EQ(e.machine.phase().since, t0);
   EXPECT_EQ(e.machine.phase().ends, t0 + 10s);
   EXPECT_EQ(e.machine.phase().name(), "drill");
   EXPECT_EQ(e.timer, t0 + 10s);
   e.at(t0 + 9s);
-  EXPECT_TRUE(e.machine.drilling()) << "the drill's length, not the drain-delay";
+  EXPECT_TRUE(e.machine.phase().drilling()) << "the drill's length, not the drain-delay";
   e.run_timers();
-  EXPECT_FALSE(e.machine.drilling());
+  EXPECT_FALSE(e.machine.phase().drilling());
   EXPECT_EQ(e.readies, 1);
   EXPECT_EQ(e.signals, 0);
   EXPECT_EQ(e.releases, 0);
@@ -1101,7 +1101,7 @@ TEST(ShutdownSequence, ADrillStoppedEarlyIsReadyAtOnce) {
   fake_edges e(attach());
   ASSERT_TRUE(e.drill(t0, 70s));
   e.stop_drill(t0 + 5s);
-  EXPECT_FALSE(e.machine.drilling());
+  EXPECT_FALSE(e.machine.phase().drilling());
   EXPECT_EQ(e.readies, 1);
   EXPECT_FALSE(e.timer) << "the drill's timer is cancelled";
   EXPECT_THAT(e.drill_endings, testing::ElementsAre("stopped"));
@@ -1119,8 +1119,8 @@ TEST(ShutdownSequence, AShutdownDuringADrillHoldsOnlyTheRemainingDrain) {
   fake_edges e(attach(10s, 0s, 5s));
   ASSERT_TRUE(e.drill(t0, 70s));
   e.prepare_for_shutdown(t0 + 4s);
-  EXPECT_FALSE(e.machine.drilling());
-  EXPECT_TRUE(e.machine.draining());
+  EXPECT_FALSE(e.machine.phase().drilling());
+  EXPECT_TRUE(e.machine.phase().draining());
   EXPECT_EQ(e.machine.phase().since, t0) << "the drain is counted from the drill's start";
   EXPECT_THAT(e.drill_endings, testing::ElementsAre("shutdown"));
   EXPECT_EQ(e.signals, 1) << "the shutdown's one signal, at once";
@@ -1191,7 +1191,7 @@ TEST(ShutdownSequence, NoDrillDuringAShutdownOrWhileWaitingForTheTarget) {
   fake_edges w(attach());
   w.prepare_for_shutdown(t0);
   w.cancel(t0 + 1s);
-  ASSERT_TRUE(w.machine.waiting_for_target());
+  ASSERT_TRUE(w.machine.phase().waiting_for_target());
   EXPECT_TRUE(w.machine.drill_refusal().has_value());
   w.apply(w.machine.target_running());
   EXPECT_FALSE(w.machine.drill_refusal().has_value());
@@ -1207,8 +1207,8 @@ TEST(ShutdownSequence, ACancelledShutdownThatBeganInADrillIsReadyAgainAndTheDril
   e.prepare_for_shutdown(t0 + 1s);
   EXPECT_EQ(e.signals, 0);
   e.cancel(t0 + 2s);
-  EXPECT_FALSE(e.machine.drilling()) << "the drill became the shutdown; it does not come back";
-  EXPECT_FALSE(e.machine.draining());
+  EXPECT_FALSE(e.machine.phase().drilling()) << "the drill became the shutdown; it does not come back";
+  EXPECT_FALSE(e.machine.phase().draining());
   EXPECT_EQ(e.readies, 1);
   EXPECT_EQ(e.signals, 0);
   e.run_timers();
@@ -1217,7 +1217,7 @@ TEST(ShutdownSequence, ACancelledShutdownThatBeganInADrillIsReadyAgainAndTheDril
   fake_edges d(attach());
   ASSERT_TRUE(d.drill(t0, 10s));
   d.cancel(t0 + 1s);
-  EXPECT_TRUE(d.machine.drilling());
+  EXPECT_TRUE(d.machine.phase().drilling());
   EXPECT_EQ(d.retakes, 1);
   EXPECT_EQ(d.readies, 0);
 }
@@ -1234,7 +1234,7 @@ TEST(ShutdownSequence, AWrappedChildExitingDuringADrillEndsTheShim) {
   fake_edges a(attach());
   ASSERT_TRUE(a.drill(t0, 10s));
   a.target_exit(t0 + 1s);
-  EXPECT_TRUE(a.machine.drilling());
+  EXPECT_TRUE(a.machine.phase().drilling());
   EXPECT_EQ(a.exits, 0);
 }
 
@@ -1243,7 +1243,7 @@ TEST(ShutdownSequence, AResumedShutdownEndsADrill) {
   ASSERT_TRUE(e.drill(t0, 70s));
   e.resume(t0 + 2s, t0 - 5s, true);
   EXPECT_THAT(e.drill_endings, testing::ElementsAre("shutdown"));
-  EXPECT_TRUE(e.machine.draining());
+  EXPECT_TRUE(e.machine.phase().draining());
   EXPECT_EQ(e.machine.phase().since, t0 - 5s);
 }
 
@@ -1289,7 +1289,7 @@ TEST(ShutdownSequence, InvariantsHoldWithDrillsInEveryOrdering) {
           EXPECT_EQ(e.drills, asked);
           EXPECT_EQ(e.drill_endings.size(), static_cast<std::size_t>(e.drills))
               << "every drill ends";
-          EXPECT_FALSE(e.machine.drilling());
+          EXPECT_FALSE(e.machine.phase().drilling());
           EXPECT_LE(e.most_signals, 1);
           EXPECT_LE(e.exits, 1);
           EXPECT_FALSE(e.timer) << "a timer left armed after everything settled";
