@@ -14,7 +14,8 @@
 #include "cli/subcommand.hpp"
 #include "config/config.hpp"
 #include "daemon/shutdown_shim.hpp"
-#include "log/event_log.hpp"
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
 #include "process/target.hpp"
 #include "util/build_version.hpp"
 

@@ -15,7 +15,7 @@
 #include "config/flag_values.hpp"
 #include "config/usage_error.hpp"
 #include "http/listen_address.hpp"
-#include "log/log_format.hpp"
+#include "log/log_level.hpp"
 #include "process/target_spec.hpp"
 #include "upstream/upstream_settings.hpp"
 

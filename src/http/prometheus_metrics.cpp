@@ -8,7 +8,8 @@
 #include <string_view>
 
 #include "http/process_metrics.hpp"
-#include "log/event_log.hpp"
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
 #include "util/build_version.hpp"
 
 namespace shim {

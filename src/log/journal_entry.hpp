@@ -12,7 +12,7 @@ namespace shim {
 
 // One lifecycle event as a journal entry: the event log's record (event_recorder.hpp), member for
 // member, under SHUTDOWN_SHIM_, so that `shutdown-shim report --journal` rebuilds the same record
-// (journal_records.hpp); journald adds _BOOT_ID and _PID, the record's boot_id and pid.
+// (journal_reader.hpp); journald adds _BOOT_ID and _PID, the record's boot_id and pid.
 //   MESSAGE=<the line stderr would have had>   MESSAGE_ID=<kEvents' id>   PRIORITY=<the level>
 //   SYSLOG_IDENTIFIER=<the program's name>     SHUTDOWN_SHIM_EVENT=<name>
 //   SHUTDOWN_SHIM_CAUSE=<cause, if any>        SHUTDOWN_SHIM_MESSAGE=<the event's own words>

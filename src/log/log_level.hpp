@@ -28,6 +28,9 @@ static_assert(kLevelNames.size() == static_cast<std::size_t>(log_level::debug) -
                                         static_cast<std::size_t>(log_level::error) + 1,
               "one name per log_level, in the same order");
 
+// --log-format: a line of text or one JSON object per line (format_log_line, log_line.hpp).
+enum class log_format { text, json };
+
 constexpr const log_level_name& name_of(log_level level) {
   return kLevelNames[static_cast<std::size_t>(level) - static_cast<std::size_t>(log_level::error)];
 }

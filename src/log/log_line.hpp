@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "log/log_format.hpp"
 #include "log/log_level.hpp"
 
 namespace shim {

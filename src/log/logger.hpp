@@ -6,7 +6,6 @@
 #include <string>
 #include <string_view>
 
-#include "log/log_format.hpp"
 #include "log/log_level.hpp"
 #include "log/log_line.hpp"
 #include "log/log_sink.hpp"

@@ -8,7 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "log/event_log.hpp"
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
 #include "logind/logind_config.hpp"
 #include "logind/logind_settings.hpp"
 #include "util/backoff.hpp"

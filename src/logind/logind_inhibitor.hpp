@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "log/event_log.hpp"
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
 #include "logind/bus_connection.hpp"
 #include "util/backoff.hpp"
 #include "util/result.hpp"

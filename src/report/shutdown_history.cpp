@@ -5,7 +5,7 @@
 #include <cstring>
 #include <utility>
 
-#include "report/journal_records.hpp"
+#include "report/journal_reader.hpp"
 #include "util/boot_id.hpp"
 #include "util/trusted_file.hpp"
 

@@ -64,7 +64,7 @@ class shutdown_history {
   };
   static result<read_result> read(const std::string& path, std::size_t boots,
                                   const std::string& current_boot_id);
-  // The same from the shim's entries in the journal (journal_records.hpp); directory as there.
+  // The same from the shim's entries in the journal (journal_reader.hpp); directory as there.
   static result<std::vector<boot>> read_journal(const std::string& directory, std::size_t boots,
                                                 const std::string& current_boot_id);
 

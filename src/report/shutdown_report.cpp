@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "log/log_line.hpp"
-#include "report/boot_journal.hpp"
+#include "report/journal_reader.hpp"
 #include "report/shutdown_history.hpp"
 
 namespace shim {

@@ -9,7 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "log/event_log.hpp"
+#include "log/event_recorder.hpp"
+#include "log/logger.hpp"
 #include "upstream/upstream_settings.hpp"
 #include "upstream/upstream_status.hpp"
 

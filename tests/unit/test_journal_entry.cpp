@@ -18,7 +18,7 @@
 #include "log/journal_entry.hpp"
 #include "log/journal_socket.hpp"
 #include "log_test_support.hpp"
-#include "report/journal_records.hpp"
+#include "report/journal_reader.hpp"
 #include "util/unique_fd.hpp"
 
 namespace shim {
