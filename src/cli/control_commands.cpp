@@ -102,10 +102,10 @@ std::filesystem::path socket_path(const control_command_line& f) {
 }
 
 // A failed exchange: no shim, or a socket that could not be asked.
-command_outcome exchange_failure(std::string_view command, const std::string& error) {
+command_outcome exchange_failure(std::string_view command, const result<control_answer>& failed) {
   std::fprintf(stderr, "shutdown-shim %.*s: %s\n", static_cast<int>(command.size()), command.data(),
-               error.c_str());
-  return is_no_daemon(error) ? command_outcome::not_found : command_outcome::unreadable;
+               failed.error().c_str());
+  return is_no_daemon(failed) ? command_outcome::not_found : command_outcome::unreadable;
 }
 
 void print(const std::string& body, std::FILE* to = stdout) {
@@ -131,7 +131,7 @@ command_outcome follow_drill(const std::filesystem::path& socket, bool json) {
   std::string last_summary;
   for (;;) {
     auto asked = control_request(socket, "GET", "/drill?json");
-    if (!asked) return exchange_failure("drill", asked.error());
+    if (!asked) return exchange_failure("drill", asked);
     const auto object = parse_answer(asked.value().body);
     if (asked.value().status != 200 || !object) {
       print(asked.value().body, stderr);
@@ -196,7 +196,7 @@ command_outcome status_command(std::span<const std::string_view> args) {
   if (!read) return command_outcome::ok;
   const control_command_line& f = *read;
   auto asked = control_request(socket_path(f), "GET", f.json ? "/status?json" : "/status");
-  if (!asked) return exchange_failure("status", asked.error());
+  if (!asked) return exchange_failure("status", asked);
   const auto& answer = asked.value();
   if (answer.status == 200 || answer.status == 503) {
     print(answer.body);
@@ -225,7 +225,7 @@ command_outcome drill_command(std::span<const std::string_view> args) {
   param("lb-fall", f.lb_fall);
   if (f.json || !f.no_wait) param("json", "1");
   auto asked = control_request(socket, "POST", target);
-  if (!asked) return exchange_failure("drill", asked.error());
+  if (!asked) return exchange_failure("drill", asked);
   const auto& answer = asked.value();
   if (answer.status != 200) {
     print(answer.body, stderr);

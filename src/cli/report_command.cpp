@@ -119,7 +119,7 @@ std::string report_usage_text() {
 command_outcome report_command(std::span<const std::string_view> args) {
   const auto line = read_command_flags(report_flags(), args, report_usage_text);
   if (!line) return command_outcome::ok;
-  const auto report = make_report(line->options, current_boot_id());
+  const auto report = make_report(line->options, current_boot_id().value_or(""));
   std::fputs(report.out.c_str(), stdout);
   if (!report.note.empty()) std::fprintf(stderr, "shutdown-shim report: %s\n", report.note.c_str());
   return outcome_of(report.result);

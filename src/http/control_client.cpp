@@ -39,12 +39,16 @@ bool is_errno(const beast::error_code& ec, int error) {
   return ec.category() == boost::system::system_category() && ec.value() == error;
 }
 
+int errno_of(const beast::error_code& ec) {
+  return ec.category() == boost::system::system_category() ? ec.value() : 0;
+}
+
 std::string failure_text(const std::filesystem::path& socket_path, const beast::error_code& ec,
                          std::string_view step) {
   const std::string where = socket_path.string();
   // No socket file, or one that nothing listens on (a shim that was killed).
   if (is_errno(ec, ENOENT) || is_errno(ec, ECONNREFUSED)) {
-    return std::string(kNoDaemon) + where + ": " + ec.message();
+    return "no shutdown-shim is listening on " + where + ": " + ec.message();
   }
   if (is_errno(ec, EACCES) || is_errno(ec, EPERM)) {
     return "the control socket " + where + " is root's: " + ec.message();
@@ -63,7 +67,9 @@ std::string failure_text(const std::filesystem::path& socket_path, const beast::
 
 }  // namespace
 
-bool is_no_daemon(std::string_view error) { return error.starts_with(kNoDaemon); }
+bool is_no_daemon(const result<control_answer>& failed) {
+  return !failed && (failed.error_code() == ENOENT || failed.error_code() == ECONNREFUSED);
+}
 
 result<control_answer> control_request(const std::filesystem::path& socket_path,
                                        std::string_view method, std::string_view target,
@@ -83,10 +89,10 @@ result<control_answer> control_request(const std::filesystem::path& socket_path,
   std::string request = std::string(method) + " " + std::string(target) +
                         " HTTP/1.1\r\nHost: localhost\r\nUser-Agent: shutdown-shim\r\n"
                         "Connection: close\r\n\r\n";
-  std::optional<std::string> error;
+  std::optional<R> failed;
   bool done = false;
   auto fail = [&](const beast::error_code& ec, std::string_view step) {
-    error = failure_text(socket_path, ec, step);
+    failed = R::failure(failure_text(socket_path, ec, step), errno_of(ec));
     done = true;
   };
 
@@ -94,11 +100,12 @@ result<control_answer> control_request(const std::filesystem::path& socket_path,
   try {
     endpoint = local::endpoint(socket_path.native());
   } catch (const boost::system::system_error& e) {
-    return R::failure("control socket " + socket_path.string() + ": " + e.code().message());
+    return R::failure("control socket " + socket_path.string() + ": " + e.code().message(),
+                      errno_of(e.code()));
   }
   // Close-on-exec from the start: not inherited by whatever the CLI may run.
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return R::failure(errno_text(errno, "socket for " + socket_path.string()));
+  if (fd < 0) return R::errno_failure(errno, "socket for " + socket_path.string());
   socket.assign(local(), fd);
   socket.async_connect(endpoint, [&](beast::error_code ec) {
     if (ec) return fail(ec, "connect");
@@ -122,7 +129,7 @@ result<control_answer> control_request(const std::filesystem::path& socket_path,
     return R::failure("no answer on " + socket_path.string() + " within " +
                       std::to_string(limits.timeout.count()) + " ms");
   }
-  if (error) return R::failure(*error);
+  if (failed) return *failed;
   auto message = parser.release();
   return R::success({.status = message.result_int(), .body = std::move(message.body())});
 }

@@ -27,14 +27,13 @@ struct control_client_limits {
 // such as "/status"; no body), in HTTP/1.1 with Connection: close. Blocks the calling thread for
 // up to limits.timeout: for the CLI only, never on the shim's loop. Any complete answer is a
 // success, whatever its status (403 "root only" too); the failure is one line naming the socket,
-// and starts with kNoDaemon when nothing listens there (no socket file, or a stale one).
+// with the errno where a system call failed (is_no_daemon reads it).
 result<control_answer> control_request(const std::filesystem::path& socket_path,
                                        std::string_view method, std::string_view target,
                                        control_client_limits limits = {});
 
-inline constexpr std::string_view kNoDaemon = "no shutdown-shim is listening on ";
-
-// Whether a control_request() failure says that no shim listens (the CLI's "no daemon").
-bool is_no_daemon(std::string_view error);
+// Whether a control_request() failure says that no shim listens there (no socket file, or a stale
+// one: ENOENT, ECONNREFUSED), the CLI's "no daemon".
+bool is_no_daemon(const result<control_answer>& failed);
 
 }  // namespace shim

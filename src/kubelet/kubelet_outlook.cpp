@@ -22,13 +22,14 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
 
 void kubelet_outlook::set_files(const result<kubelet_shutdown_config>& config,
                                 const result<static_pod_priority>& manifest,
-                                std::optional<std::uint64_t> kubelet_dropin_usec,
+                                const result<std::optional<std::uint64_t>>& kubelet_dropin_usec,
                                 const std::optional<static_pod_priority>& etcd) {
   file_plan_.reset();
   etcd_plan_.reset();
   manifest_command_ = manifest ? manifest.value().command : std::vector<std::string>{};
   file_error_.clear();
-  dropin_usec_ = kubelet_dropin_usec;
+  dropin_usec_ = kubelet_dropin_usec.value_or(std::nullopt);
+  dropin_error_ = kubelet_dropin_usec ? std::string() : kubelet_dropin_usec.error();
   if (!config) file_error_ = config.error();
   if (!manifest) file_error_ += (file_error_.empty() ? "" : "; ") + manifest.error();
   gns_off_ = config && settings_.config_given && config.value().groups().empty();
@@ -216,6 +217,8 @@ std::string kubelet_outlook::summary() const {
                    *lockless_pid_);
   if (dropin_usec_) {
     text += fmt::format(" for {} (99-kubelet.conf)", describe_usec(*dropin_usec_));
+  } else if (!dropin_error_.empty()) {
+    text += " (" + dropin_error_ + ")";
   }
   const std::string unknown_end =
       settings_.wrapper ? "; in wrapper mode its SIGTERM reaches the shim, which forwards one"

@@ -65,11 +65,12 @@ class kubelet_outlook {
   // shutdown is on all the same: it still stops kube-apiserver at its group's turn.
   void set_lockless(std::optional<std::uint32_t> kubelet_pid);
   // The files as read (a failure: why they cannot be used); a file not given is a success with
-  // nothing in it. kubelet_dropin_usec: 99-kubelet.conf's InhibitDelayMaxSec, kubelet's total.
+  // nothing in it. kubelet_dropin_usec: 99-kubelet.conf's InhibitDelayMaxSec, kubelet's total (a
+  // failure is worded where the value would be).
   // etcd: its static pod, when --static-pod-manifest is kubelet's directory and it is there.
   void set_files(const result<kubelet_shutdown_config>& config,
                  const result<static_pod_priority>& manifest,
-                 std::optional<std::uint64_t> kubelet_dropin_usec,
+                 const result<std::optional<std::uint64_t>>& kubelet_dropin_usec,
                  const std::optional<static_pod_priority>& etcd = std::nullopt);
 
   // Anything to say: kubelet's lock is listed (or its kubelet runs on), or a file was given.
@@ -130,6 +131,7 @@ class kubelet_outlook {
   bool gns_off_ = false;                        // the config given turns GNS off
   bool operator_manifest_ = false;              // static_pod_priority::rendered_by_operator()
   std::optional<std::uint64_t> dropin_usec_;
+  std::string dropin_error_;  // 99-kubelet.conf could not be read
   std::optional<kubelet_stop_plan> active_plan_;
 };
 

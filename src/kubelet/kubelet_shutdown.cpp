@@ -135,8 +135,8 @@ result<yaml_node> read_document(std::string_view text) {
   if (!rest.starts_with('{')) return parse_yaml(text);
   if (text.size() > kMaxYamlBytes) return parse_yaml(text);  // the same refusal
   if (auto json = check_json_text(text, kMaxYamlDepth); !json) {
-    return result<yaml_node>::failure(
-        "not JSON, which kubelet reads a file starting with '{' as: " + json.error());
+    return result<yaml_node>::failure_from(
+        json, "not JSON, which kubelet reads a file starting with '{' as: ");
   }
   // JSON's blanks around the value may be tabs, which libyaml takes for indentation outside a flow
   // collection: spaces there read the same.
@@ -243,7 +243,7 @@ std::string kubelet_stop_plan::describe() const {
 result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text) {
   using R = result<kubelet_shutdown_config>;
   auto doc = read_document(text);
-  if (!doc) return R::failure("kubelet config: " + doc.error());
+  if (!doc) return R::failure_from(doc, "kubelet config: ");
   const yaml_node& root = doc.value();
   if (root.type != yaml_node::kind::mapping) return R::failure("kubelet config: not a mapping");
   if (const auto* kind = root.find("kind"); kind && kind->text != "KubeletConfiguration") {
@@ -318,7 +318,7 @@ std::vector<std::string> string_list(const yaml_node& n, std::string_view field)
 result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
   using R = result<static_pod_priority>;
   auto doc = read_document(text);
-  if (!doc) return R::failure("static pod manifest: " + doc.error());
+  if (!doc) return R::failure_from(doc, "static pod manifest: ");
   const yaml_node& root = doc.value();
   if (root.type != yaml_node::kind::mapping) {
     return R::failure("static pod manifest: not a mapping");
@@ -385,13 +385,16 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
   return R::success(std::move(p));
 }
 
-std::optional<std::uint64_t> kubelet_dropin_usec(const std::filesystem::path& conf_dir) {
+result<std::optional<std::uint64_t>> kubelet_dropin_usec(const std::filesystem::path& conf_dir) {
+  using R = result<std::optional<std::uint64_t>>;
   const auto file = conf_dir / kKubeletDropinName;
-  auto text = read_small_file(file, kMaxLogindConfBytes);
-  if (!text) return std::nullopt;
+  auto text = read_small_file_if_exists(file, kMaxLogindConfBytes);
+  if (!text) return R::failure_from(text);
   std::optional<std::uint64_t> usec;
-  for (const auto& s : inhibit_delay_settings(file, text.value())) usec = s.usec;
-  return usec;
+  if (text.value()) {
+    for (const auto& s : inhibit_delay_settings(file, *text.value())) usec = s.usec;
+  }
+  return R::success(usec);
 }
 
 namespace {
@@ -402,9 +405,9 @@ result<T> read_kubelet_file(const std::string& path, std::string_view flag,
                             result<T> (*parse)(std::string_view)) {
   if (path.empty()) return result<T>::success({});
   auto text = read_small_file(path, kMaxKubeletFileBytes);
-  auto parsed = text ? parse(text.value()) : result<T>::failure(text.error());
+  auto parsed = text ? parse(text.value()) : result<T>::failure_from(text);
   if (parsed) return parsed;
-  return result<T>::failure(fmt::format("{}={}: {}", flag, path, parsed.error()));
+  return result<T>::failure_from(parsed, fmt::format("{}={}: ", flag, path));
 }
 
 // Every pod of kubelet's static pod directory: kube-apiserver's, and etcd's if there. A file that
@@ -433,7 +436,7 @@ std::pair<result<static_pod_priority>, std::optional<static_pod_priority>> read_
   std::string skipped;
   for (const auto& f : files) {
     auto text = read_small_file(f, kMaxKubeletFileBytes);
-    auto pod = text ? parse_static_pod_manifest(text.value()) : R::failure(text.error());
+    auto pod = text ? parse_static_pod_manifest(text.value()) : R::failure_from(text);
     if (!pod) {
       skipped += fmt::format("; skipped {}: {}", f.filename().string(), pod.error());
       continue;

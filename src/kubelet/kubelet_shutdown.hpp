@@ -141,9 +141,10 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text);
 
 // kubelet's drop-in for logind, written when logind's InhibitDelayMaxSec is shorter than kubelet's
 // whole shutdown (the sum of its groups' graces): the value it sets there, read from
-// conf_dir/99-kubelet.conf; none when there is no such file or it says no value.
+// conf_dir/99-kubelet.conf; none when there is no such file or it says no value; a failure when it
+// cannot be read.
 inline constexpr std::string_view kKubeletDropinName = "99-kubelet.conf";
-std::optional<std::uint64_t> kubelet_dropin_usec(const std::filesystem::path& conf_dir);
+result<std::optional<std::uint64_t>> kubelet_dropin_usec(const std::filesystem::path& conf_dir);
 
 // What the shim reads of kubelet's: --kubelet-config and --static-pod-manifest (a path not given is
 // read as empty: a success with nothing in it; a failure names the flag and the file), and
@@ -157,7 +158,7 @@ struct kubelet_files {
   result<kubelet_shutdown_config> config;
   result<static_pod_priority> manifest;
   std::optional<static_pod_priority> etcd;
-  std::optional<std::uint64_t> dropin_usec;
+  result<std::optional<std::uint64_t>> dropin_usec;
 };
 kubelet_files read_kubelet_files(const std::string& config_path, const std::string& manifest_path,
                                  const std::filesystem::path& logind_conf_dir);

@@ -154,7 +154,7 @@ class tree_builder {
   yaml_node run() {
     yaml_event_stream events(text_);
     for (;;) {
-      if (!events.next()) throw yaml_error(events.error());
+      if (auto read = events.next(); !read) throw yaml_error(read.error());
       const yaml_event_t& e = events.event();
       const std::size_t line = e.start_mark.line + 1;
       switch (e.type) {

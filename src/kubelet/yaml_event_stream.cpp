@@ -27,17 +27,17 @@ yaml_event_stream::~yaml_event_stream() {
   yaml_parser_delete(&parser_);
 }
 
-bool yaml_event_stream::next() {
+result<> yaml_event_stream::next() {
   if (has_event_) {
     yaml_event_delete(&event_);
     has_event_ = false;
   }
-  if (!yaml_parser_parse(&parser_, &event_)) return false;
+  if (!yaml_parser_parse(&parser_, &event_)) return result<>::failure(problem());
   has_event_ = true;
-  return true;
+  return result<>::success();
 }
 
-std::string yaml_event_stream::error() {
+std::string yaml_event_stream::problem() {
   if (parser_.error == YAML_MEMORY_ERROR) return "out of memory";
   const char* problem = parser_.problem ? parser_.problem : "not YAML";
   std::string s = fmt::format("line {}, column {}: {}", parser_.problem_mark.line + 1,

@@ -59,12 +59,14 @@ void new_connection_sampler::open() {
 }
 
 void new_connection_sampler::sample(handler done) {
-  if (running_) return fail_later(std::move(done), "sock_diag: a sample is already running");
+  if (running_)
+    return fail_later(std::move(done),
+                      result<counts>::failure("sock_diag: a sample is already running"));
   if (!socket_.is_open()) {
     try {
       open();
     } catch (const std::exception& e) {
-      return fail_later(std::move(done), e.what());
+      return fail_later(std::move(done), result<counts>::failure(e.what()));
     }
   }
   const auto request = inet_diag_dump::request(port_, ++sequence_);
@@ -72,17 +74,17 @@ void new_connection_sampler::sample(handler done) {
   do {
     sent = ::send(socket_.native_handle(), request.data(), request.size(), MSG_DONTWAIT);
   } while (sent < 0 && errno == EINTR);
-  if (sent < 0) return fail_later(std::move(done), errno_text(errno, "sock_diag: send"));
+  if (sent < 0)
+    return fail_later(std::move(done), result<counts>::errno_failure(errno, "sock_diag: send"));
   running_ = std::make_unique<dump>(dump{.done = std::move(done)});
   if (buffer_.empty()) buffer_.resize(kDatagram);
   wait();
 }
 
-void new_connection_sampler::fail_later(handler done, std::string error) {
+void new_connection_sampler::fail_later(handler done, result<counts> failure) {
   // Through the loop: the caller of sample() is not re-entered.
-  boost::asio::post(socket_.get_executor(), [done = std::move(done), error = std::move(error)] {
-    done(result<counts>::failure(error));
-  });
+  boost::asio::post(socket_.get_executor(),
+                    [done = std::move(done), failure = std::move(failure)] { done(failure); });
 }
 
 void new_connection_sampler::wait() {
@@ -90,7 +92,8 @@ void new_connection_sampler::wait() {
                      [this](const boost::system::error_code& ec) {
                        // Aborted by destruction: `this` is gone.
                        if (ec == boost::asio::error::operation_aborted) return;
-                       if (ec) return finish(result<counts>::failure("sock_diag: " + ec.message()));
+                       if (ec)
+                         return finish(result<counts>::errno_failure(ec.value(), "sock_diag"));
                        receive();
                      });
 }
@@ -104,7 +107,7 @@ void new_connection_sampler::receive() {
     const ssize_t n = ::recvmsg(socket_.native_handle(), &message, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return wait();
-    if (n < 0) return finish(result<counts>::failure(errno_text(errno, "sock_diag: recvmsg")));
+    if (n < 0) return finish(result<counts>::errno_failure(errno, "sock_diag: recvmsg"));
     if (n == 0 || (message.msg_flags & MSG_TRUNC)) {
       return finish(result<counts>::failure("sock_diag: an empty or truncated reply"));
     }

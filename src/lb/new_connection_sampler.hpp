@@ -45,7 +45,7 @@ class new_connection_sampler {
  private:
   struct dump;
   void open();
-  void fail_later(handler done, std::string error);
+  void fail_later(handler done, result<counts> failure);
   void wait();
   void receive();
   void finish(result<counts> outcome);

@@ -104,7 +104,7 @@ std::string event_record_key(const std::string& key) {
 }
 
 event_recorder::event_recorder(logger& log, std::string path, std::string journal)
-    : log_(log), path_(std::move(path)), boot_id_(current_boot_id()) {
+    : log_(log), path_(std::move(path)), boot_id_(current_boot_id().value_or("")) {
   if (!path_.empty()) file_ = open_event_log(path_);
   if (!journal.empty()) journal_.emplace(std::move(journal));
 }

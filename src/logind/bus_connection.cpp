@@ -17,12 +17,12 @@ result<std::shared_ptr<bus_connection>> bus_connection::open_system(
   using opened = result<std::shared_ptr<bus_connection>>;
   sd_bus* raw = nullptr;
   if (const int r = sd_bus_open_system(&raw); r < 0) {
-    return opened::failure(std::string("connect to the system bus: ") + std::strerror(-r));
+    return opened::errno_failure(r, "connect to the system bus");
   }
   bus_ptr bus(raw);
   // An exit-on-disconnect bus would raise SIGTERM in ourselves: the loss is ours to handle.
   if (const int r = sd_bus_set_exit_on_disconnect(bus.get(), 0); r < 0) {
-    return opened::failure(std::string("configure the bus: ") + std::strerror(-r));
+    return opened::errno_failure(r, "configure the bus");
   }
   auto connection =
       std::shared_ptr<bus_connection>(new bus_connection(io, std::move(bus), std::move(on_lost)));
@@ -123,7 +123,8 @@ int on_reply(sd_bus_message* m, void* userdata, sd_bus_error*) {
   return call->bus.guarded([call, m] {
     if (const sd_bus_error* error = sd_bus_message_get_error(m)) {
       call->done(
-          result<sd_bus_message*>::failure(bus_error_text(error, sd_bus_message_get_errno(m))));
+          result<sd_bus_message*>::failure(bus_error_text(error, sd_bus_message_get_errno(m)),
+                                           std::abs(sd_bus_message_get_errno(m))));
     } else {
       call->done(result<sd_bus_message*>::success(m));
     }

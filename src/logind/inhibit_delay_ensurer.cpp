@@ -27,11 +27,11 @@ void inhibit_delay_ensurer::start(std::uint64_t current_usec) {
   if (started_) return;
   started_ = true;
   old_usec_ = current_usec;
-  plan_ = plan_inhibit_delay(paths_, hold_);
+  const auto planned = plan_inhibit_delay(paths_, hold_);
   // Long enough for the hold is not enough when our own drop-in is what cuts a larger value that
   // another file sets: the vendor copy (150 s) sorts after kubelet's 99-kubelet.conf and would
   // cut kubelet's graceful node shutdown short (found by the system suite, case kubelet-dropin).
-  const bool lowers = plan_.error.empty() && plan_.shim_dropin_lowers;
+  const bool lowers = planned && planned.value().shim_dropin_lowers;
   if (!inhibit_delay_too_short(current_usec, hold_) && !lowers) {
     progress(fmt::format("long enough already ({}); nothing written", describe_usec(current_usec)));
     log_.info(
@@ -39,7 +39,8 @@ void inhibit_delay_ensurer::start(std::uint64_t current_usec) {
         {{"InhibitDelayMaxUSec", std::to_string(current_usec)}, {"hold", format_duration(hold_)}});
     return finish(result<>::success());
   }
-  if (!plan_.error.empty()) return fail(plan_.error);
+  if (!planned) return fail(planned.error());
+  plan_ = planned.value();
   try {
     write_file_atomically(paths_.shim_dropin, plan_.file_text);
   } catch (const std::system_error& e) {
@@ -110,9 +111,13 @@ void inhibit_delay_ensurer::fail(const std::string& why) {
 
 void inhibit_delay_ensurer::finish(const result<>& outcome) {
   finished_ = true;
-  deadline_timer_.cancel();
   reread_timer_.cancel();
-  if (handlers_.finished) handlers_.finished(outcome);
+  // From the loop, never from inside start() (the convention, util/result.hpp). Setting the
+  // deadline timer anew cancels its wait.
+  deadline_timer_.expires_after(std::chrono::seconds(0));
+  deadline_timer_.async_wait([this, outcome](const boost::system::error_code& ec) {
+    if (!ec && handlers_.finished) handlers_.finished(outcome);
+  });
 }
 
 void inhibit_delay_ensurer::progress(const std::string& text) {

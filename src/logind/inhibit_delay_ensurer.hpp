@@ -34,7 +34,8 @@ class inhibit_delay_ensurer {
   struct handlers {
     // What it is doing or has done, one line for /readyz?verbose.
     std::function<void(const std::string& progress)> progress;
-    // Called once: ok when logind's value is now (or already was) long enough.
+    // Called once, from the loop (never from inside start()): ok when logind's value is now (or
+    // already was) long enough.
     std::function<void(const result<>& outcome)> finished;
   };
 

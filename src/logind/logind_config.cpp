@@ -294,8 +294,9 @@ std::chrono::seconds inhibit_delay_margin(std::chrono::nanoseconds hold) {
   return std::max<std::chrono::seconds>(std::chrono::seconds(5), tenth);
 }
 
-inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
-                                      std::chrono::nanoseconds hold) {
+result<inhibit_delay_plan> plan_inhibit_delay(const logind_conf_paths& paths,
+                                              std::chrono::nanoseconds hold) {
+  using R = result<inhibit_delay_plan>;
   inhibit_delay_plan plan;
   hold = std::max(hold, std::chrono::nanoseconds(0));
   const auto needed =
@@ -306,20 +307,16 @@ inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
   // What the others set, as logind would read the files once ours is in place (a vendor copy of
   // ours is masked by it then, and so does not count).
   const auto others = scan_logind_conf(paths, plan.needed_usec);
-  if (!others.errors.empty()) {
-    plan.error = others.errors.front();
-    return plan;
-  }
+  if (!others.errors.empty()) return R::failure(others.errors.front());
   plan.write_usec = plan.needed_usec;
   std::uint64_t others_usec = 0;
   for (const auto& s : others.settings) {
     if (s.file == paths.shim_dropin) continue;
     if (!s.usec) {
-      plan.error = fmt::format(
+      return R::failure(fmt::format(
           "cannot tell what {} means by InhibitDelayMaxSec={}; not writing (a guess could lower "
           "it)",
-          s.file.string(), s.text);
-      return plan;
+          s.file.string(), s.text));
     }
     others_usec = std::max(others_usec, *s.usec);
     plan.write_usec = std::max(plan.write_usec, *s.usec);
@@ -339,12 +336,11 @@ inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
   const auto hold_usec = std::chrono::ceil<std::chrono::microseconds>(hold).count();
   if (last.file != paths.shim_dropin &&
       plan.effective_usec < static_cast<std::uint64_t>(hold_usec)) {
-    plan.error = fmt::format(
+    return R::failure(fmt::format(
         "{} sets InhibitDelayMaxSec={} and sorts after {}, so logind would still cut the hold at "
         "{}; raise or rename it",
         last.file.string(), last.text, paths.shim_dropin.filename().string(),
-        describe_usec(plan.effective_usec));
-    return plan;
+        describe_usec(plan.effective_usec)));
   }
 
   plan.write_text = dropin_text(plan.write_usec);
@@ -356,7 +352,7 @@ inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
       "[Login]\n"
       "InhibitDelayMaxSec={}\n",
       format_duration(hold), format_duration(inhibit_delay_margin(hold)), plan.write_text);
-  return plan;
+  return R::success(std::move(plan));
 }
 
 }  // namespace shim

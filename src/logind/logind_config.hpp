@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/result.hpp"
+
 namespace shim {
 
 // systemd-logind's configuration files as far as InhibitDelayMaxSec= goes: which files logind
@@ -83,13 +85,13 @@ struct inhibit_delay_plan {
   std::uint64_t effective_usec = 0;  // what logind applies once the drop-in is in place
   std::string write_text;            // write_usec as the drop-in says it: "149", "infinity"
   std::string file_text;             // the drop-in's content
-  std::string error;                 // non-empty: do not write (and why)
   // With the files as they are, a file of our drop-in's name (the vendor copy, or an earlier /etc
   // one) has the last word and says less than another file: the shim itself lowers someone's
   // value (kubelet's 99-kubelet.conf sorts before zz-shutdown-shim.conf).
   bool shim_dropin_lowers = false;
 };
-inhibit_delay_plan plan_inhibit_delay(const logind_conf_paths& paths,
-                                      std::chrono::nanoseconds hold);
+// A failure: do not write, and why.
+result<inhibit_delay_plan> plan_inhibit_delay(const logind_conf_paths& paths,
+                                              std::chrono::nanoseconds hold);
 
 }  // namespace shim

@@ -212,7 +212,7 @@ pending_call logind_inhibitor::delay_read(std::function<void(result<std::uint64_
   return get_property(*bus_, kLogind, kLogindPath, kLogindManager, "InhibitDelayMaxUSec",
                       [done = std::move(done)](result<sd_bus_message*> reply) {
                         std::uint64_t usec = 0;
-                        if (!reply) return done(read::failure(reply.error()));
+                        if (!reply) return done(read::failure_from(reply));
                         if (sd_bus_message_read(reply.value(), "v", "t", &usec) < 0) {
                           return done(read::failure("bad InhibitDelayMaxUSec reply"));
                         }

@@ -37,7 +37,7 @@ void systemd_manager::system_state(std::function<void(result<std::string>)> done
       get_property(*bus_, kManagerName, kManagerPath, kManagerInterface, "SystemState",
                    [done = std::move(done)](result<sd_bus_message*> reply) {
                      const char* text = nullptr;
-                     if (!reply) return done(state::failure(reply.error()));
+                     if (!reply) return done(state::failure_from(reply));
                      if (sd_bus_message_read(reply.value(), "v", "s", &text) < 0 || !text) {
                        return done(state::failure("bad SystemState reply"));
                      }
@@ -53,7 +53,7 @@ void systemd_manager::reload_logind(std::function<void(result<>)> done) {
         return sd_bus_message_append(m, "ssi", "systemd-logind.service", "all", SIGHUP);
       },
       [done = std::move(done)](result<sd_bus_message*> reply) {
-        done(reply ? result<>::success() : result<>::failure(reply.error()));
+        done(reply ? result<>::success() : result<>::failure_from(reply));
       });
 }
 

@@ -143,8 +143,7 @@ result<bool> child_process::send_signal(int signal) {
     return result<bool>::success(true);
   }
   if (errno == ESRCH) return result<bool>::success(false);
-  return result<bool>::failure(
-      errno_text(errno, fmt::format("send signal {} to PID {}", signal, pid_)));
+  return result<bool>::errno_failure(errno, fmt::format("send signal {} to PID {}", signal, pid_));
 }
 
 void child_process::on_exit(std::function<void(int exit_code)> handler) {

@@ -85,7 +85,7 @@ result<shutdown_record> signal_record::load() const {
   shutdown_record record;
   if (!enabled()) return loaded::success(record);
   const auto text = read_small_file_if_exists(file_, kMaxBytes);
-  if (!text) return loaded::failure("read " + text.error());
+  if (!text) return loaded::failure_from(text, "read ");
   if (!text.value()) return loaded::success(record);
   if (auto why = untrusted_directory(dir_)) return loaded::failure("not trusted: " + *why);
 
@@ -120,13 +120,13 @@ result<shutdown_record> signal_record::load() const {
     }
   }
   // /run is gone at reboot, but a state directory in a container may outlive one.
-  if (record.boot_id != current_boot_id()) return loaded::success(shutdown_record{});
+  if (record.boot_id != current_boot_id().value_or("")) return loaded::success(shutdown_record{});
   return loaded::success(record);
 }
 
 result<> signal_record::save(const shutdown_record& record) const {
   if (!enabled()) return result<>::success();
-  std::string text = fmt::format("{}\nboot_id={}\n", kHeader, current_boot_id());
+  std::string text = fmt::format("{}\nboot_id={}\n", kHeader, current_boot_id().value_or(""));
   if (record.unready_us) {
     text += fmt::format("unready_us={}\n", *record.unready_us);
     std::string cause = record.cause;

@@ -130,41 +130,44 @@ bool owned_by(const std::string& proc_root, pid_t pid, uid_t uid) {
 }
 
 resolved_target resolve_pid(const std::string& proc_root, pid_t pid) {
-  if (pid <= 0) return {{}, fmt::format("PID {} is not valid", pid)};
-  if (auto why = forbidden_target(pid); !why.empty()) return {{}, std::move(why)};
-  if (auto why = check_pid(proc_root, pid); !why.empty()) return {{}, std::move(why)};
-  return {{pid}, {}};
+  if (pid <= 0) return resolved_target::failure(fmt::format("PID {} is not valid", pid));
+  if (auto why = forbidden_target(pid); !why.empty())
+    return resolved_target::failure(std::move(why));
+  if (auto why = check_pid(proc_root, pid); !why.empty())
+    return resolved_target::failure(std::move(why));
+  return resolved_target::success({pid});
 }
 
 resolved_target resolve_pidfile(const std::string& proc_root, const std::string& path) {
   auto file = open_trusted_file(path, "pidfile");
-  if (!file.refusal.empty()) {
-    return {{}, fmt::format("pidfile {} is not trusted: {}", path, file.refusal)};
+  if (!file && file.error_code() == 0) {
+    return resolved_target::failure(
+        fmt::format("pidfile {} is not trusted: {}", path, file.error()));
   }
-  if (!file.fd) return {{}, fmt::format("pidfile {}: {}", path, std::strerror(file.error))};
+  if (!file) return resolved_target::failure_from(file, "pidfile ");
   // More than a PID line is malformed anyway; the limit only keeps a wrong path from costing much.
-  const auto content = read_bounded(file.fd, path, kMaxPidfileBytes);
-  if (!content) return {{}, "pidfile " + content.error()};
+  const auto content = read_bounded(file.value(), path, kMaxPidfileBytes);
+  if (!content) return resolved_target::failure_from(content, "pidfile ");
   const auto text = trim(content.value());
-  if (text.empty()) return {{}, fmt::format("pidfile {}: empty", path)};
+  if (text.empty()) return resolved_target::failure(fmt::format("pidfile {}: empty", path));
   const auto pid = parse_pid(text);
   if (!pid) {
     constexpr std::size_t shown = 40;
-    return {{},
-            fmt::format("pidfile {}: {:?}{} is not a PID", path, text.substr(0, shown),
-                        text.size() > shown ? "..." : "")};
+    return resolved_target::failure(fmt::format("pidfile {}: {:?}{} is not a PID", path,
+                                                text.substr(0, shown),
+                                                text.size() > shown ? "..." : ""));
   }
   for (const auto& why : {forbidden_target(*pid), check_pid(proc_root, *pid)}) {
-    if (!why.empty()) return {{}, fmt::format("pidfile {}: {}", path, why)};
+    if (!why.empty()) return resolved_target::failure(fmt::format("pidfile {}: {}", path, why));
   }
-  return {{*pid}, {}};
+  return resolved_target::success({*pid});
 }
 
 resolved_target resolve_name(const std::string& proc_root, const std::string& name, uid_t uid) {
   const std::string_view comm_wanted = std::string_view(name).substr(0, comm_max);
   std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(proc_root.c_str()), &::closedir);
-  if (!dir) return {{}, fmt::format("{}: {}", proc_root, std::strerror(errno))};
-  resolved_target result;
+  if (!dir) return resolved_target::errno_failure(errno, proc_root);
+  std::vector<pid_t> pids;
   // readdir only fails with EBADF, which cannot happen for a stream we opened.
   while (const dirent* entry = ::readdir(dir.get())) {
     const auto pid = parse_pid(entry->d_name);
@@ -180,14 +183,13 @@ resolved_target resolve_name(const std::string& proc_root, const std::string& na
     // Anyone can name a process anything: another user's would let that user stretch the hold,
     // or turn /readyz ready again after a cancel (issue 8, item 7).
     if (!owned_by(proc_root, *pid, uid)) continue;
-    result.pids.push_back(*pid);
+    pids.push_back(*pid);
   }
-  if (result.pids.empty()) {
-    result.reason = fmt::format("no process named {} owned by uid {}", name, uid);
-  } else {
-    std::sort(result.pids.begin(), result.pids.end());
+  if (pids.empty()) {
+    return resolved_target::failure(fmt::format("no process named {} owned by uid {}", name, uid));
   }
-  return result;
+  std::sort(pids.begin(), pids.end());
+  return resolved_target::success(std::move(pids));
 }
 
 }  // namespace
@@ -196,8 +198,9 @@ resolved_target resolve_target(const target_spec& spec, const std::string& proc_
   if (spec.pid) return resolve_pid(proc_root, *spec.pid);
   if (!spec.pidfile.empty()) return resolve_pidfile(proc_root, spec.pidfile);
   if (!spec.name.empty()) return resolve_name(proc_root, spec.name, spec.name_uid);
-  if (spec.wrapper()) return {{}, "wrapper mode: the target is the shim's own child"};
-  return {{}, "no target configured"};
+  if (spec.wrapper())
+    return resolved_target::failure("wrapper mode: the target is the shim's own child");
+  return resolved_target::failure("no target configured");
 }
 
 std::optional<std::vector<std::string>> read_command_line(pid_t pid, const std::string& proc_root) {
@@ -223,15 +226,13 @@ result<> check_target_at_start(const target_spec& spec) {
   }
   if (!spec.pidfile.empty()) {
     const auto file = open_trusted_file(spec.pidfile, "pidfile");
-    if (!file.refusal.empty()) {
+    if (!file && file.error_code() == 0) {
       return result<>::failure(
-          fmt::format("--target-pidfile={} is not trusted: {}", spec.pidfile, file.refusal));
+          fmt::format("--target-pidfile={} is not trusted: {}", spec.pidfile, file.error()));
     }
     // A pidfile that does not exist yet is normal: the target writes it once it runs.
-    if (!file.fd && file.error != ENOENT) {
-      return result<>::failure(
-          fmt::format("--target-pidfile={}: {}", spec.pidfile, std::strerror(file.error)));
-    }
+    if (!file && file.error_code() != ENOENT)
+      return result<>::failure_from(file, "--target-pidfile=");
   }
   return result<>::success();
 }

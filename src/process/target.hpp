@@ -16,11 +16,8 @@ namespace shim {
 // Finds the attach-mode target now: the PID given, the PID in a trusted pidfile (see
 // open_trusted_file), or every process whose /proc/PID/comm equals the name and whose real and
 // effective uid are spec.name_uid. Never PID 1, the shim itself or its parent, whatever the kind
-// of target. An empty result carries the reason, for the log.
-struct resolved_target {
-  std::vector<pid_t> pids;
-  std::string reason;
-};
+// of target. The PIDs found (sorted, at least one), or why there is none, for the log.
+using resolved_target = result<std::vector<pid_t>>;
 resolved_target resolve_target(const target_spec& spec, const std::string& proc_root = "/proc");
 
 // A process's command line, /proc/PID/cmdline's NUL-separated words; nullopt when it is gone (a

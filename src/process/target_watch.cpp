@@ -228,7 +228,7 @@ void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope 
   const std::string sig = signal_name(settings_.signal);
   const auto found = resolve_target(settings_.target);
   int sent = 0;
-  for (pid_t pid : found.pids) {
+  for (pid_t pid : found ? found.value() : std::vector<pid_t>{}) {
     const auto identity = identify_process(pid);
     auto* had = identity ? shutdown_.find(*identity) : nullptr;
     const bool taken_back = had && had->left_to_kubelet && !by_kubelet && !restarted;
@@ -306,8 +306,7 @@ void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope 
   if (sent == 0 && signalled_.empty()) {
     // A restarted one gone again before its signal: the hold waits for none.
     if (restarted) return on_.target_exited("the restarted target exited before its signal");
-    const std::string why =
-        found.pids.empty() ? found.reason : "every target had exited before the signal";
+    const std::string why = found ? "every target had exited before the signal" : found.error();
     log_.warning("no target to signal",
                  {{"target", describe_target(settings_.target)}, {"reason", why}});
     on_.target_missed(why);
@@ -372,10 +371,10 @@ void target_watch::arm_search(backoff::duration delay) {
 void target_watch::search() {
   if (!looking()) return;
   const auto found = resolve_target(settings_.target);
-  for (pid_t pid : found.pids) {
+  for (pid_t pid : found ? found.value() : std::vector<pid_t>{}) {
     if (present_.count(pid) || signalled_.count(pid)) continue;
     auto process = process_handle::open(pid);
-    auto watched = process ? result<>::success() : result<>::failure(process.error());
+    auto watched = process ? result<>::success() : result<>::failure_from(process);
     if (process && process.value()) watched = watch_present(std::move(*process.value()));
     if (!watched) {
       log_.warning("could not watch the target",
@@ -385,8 +384,8 @@ void target_watch::search() {
   if (target_counts()) return target_found();
   // Once a target has run, the line keeps saying what became of it.
   if (!seen_) {
-    row_.detail = found.pids.empty() ? "not found yet: " + found.reason
-                                     : "not found yet: only processes that had the signal run";
+    row_.detail = found ? "not found yet: only processes that had the signal run"
+                        : "not found yet: " + found.error();
   }
   arm_search(sequence_.holding() ? hold_backoff_.next() : backoff_.next());
 }

@@ -111,7 +111,7 @@ void event_line_reader::line(std::string_view text) {
 result<bool> event_line_reader::read_file(const std::string& path) {
   // A FIFO or /dev/zero at the path once kept `report` waiting for ever (issue 18, item 4).
   auto opened = open_regular_file_if_exists(path);
-  if (!opened) return result<bool>::failure(opened.error());
+  if (!opened) return result<bool>::failure_from(opened);
   if (!opened.value()) return result<bool>::success(false);
   const int fd = opened.value()->get();
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -121,7 +121,7 @@ result<bool> event_line_reader::read_file(const std::string& path) {
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
-      return result<bool>::failure(path + ": " + std::generic_category().message(errno));
+      return result<bool>::errno_failure(errno, path);
     }
     feed(std::string_view(buffer.get(), static_cast<std::size_t>(n)));
   }

@@ -141,17 +141,13 @@ result<shutdown_history::read_result> shutdown_history::read(const std::string& 
   // logrotate renames PATH to PATH.1 and the shim reopens PATH on SIGHUP: PATH.1 is older.
   for (const std::string& file : {path + ".1", path}) {
     auto read = reader.read_file(file);
-    if (!read) return result<read_result>::failure(read.error());
+    if (!read) return result<read_result>::failure_from(read);
     if (!read.value()) continue;
     ++out.files_read;
     if (!out.untrusted.empty()) continue;
     // Checked apart from the read: an untrusted log is still shown, for what it is worth.
-    const auto trust = open_trusted_file(file, "event log");
-    if (!trust.refusal.empty()) {
-      out.untrusted = trust.refusal;
-    } else if (!trust.fd) {
-      out.untrusted = fmt::format("{}: {}", file, std::strerror(trust.error));
-    }
+    if (const auto trust = open_trusted_file(file, "event log"); !trust)
+      out.untrusted = trust.error();
   }
   out.boots = history.boots();
   if (!out.untrusted.empty()) {
@@ -167,7 +163,7 @@ result<std::vector<shutdown_history::boot>> shutdown_history::read_journal(
   shutdown_history history(boots, current_boot_id);
   auto read =
       read_journal_records(directory, [&history](const event_record& r) { history.add(r); });
-  if (!read) return result<std::vector<boot>>::failure(read.error());
+  if (!read) return result<std::vector<boot>>::failure_from(read);
   return result<std::vector<boot>>::success(history.boots());
 }
 
@@ -194,7 +190,7 @@ std::optional<previous_shutdown> previous_shutdown_in(
 result<std::optional<previous_shutdown>> read_previous_shutdown(
     const std::string& event_log, const std::string& current_boot_id) {
   auto history = shutdown_history::read(event_log, kBootsRead, current_boot_id);
-  if (!history) return result<std::optional<previous_shutdown>>::failure(history.error());
+  if (!history) return result<std::optional<previous_shutdown>>::failure_from(history);
   return result<std::optional<previous_shutdown>>::success(
       previous_shutdown_in(history.value().boots));
 }
@@ -202,12 +198,13 @@ result<std::optional<previous_shutdown>> read_previous_shutdown(
 std::optional<previous_shutdown> recall_previous_shutdown(const std::string& event_log, logger& log,
                                                           event_recorder& events) {
   if (event_log.empty()) return std::nullopt;
-  const std::string boot = current_boot_id();
-  if (boot.empty()) {
-    log.warning("this boot's id is unreadable: the previous shutdown is not looked for");
+  const auto boot = current_boot_id();
+  if (!boot) {
+    log.warning("this boot's id is unreadable: the previous shutdown is not looked for",
+                {{"error", boot.error()}});
     return std::nullopt;
   }
-  auto read = read_previous_shutdown(event_log, boot);
+  auto read = read_previous_shutdown(event_log, boot.value());
   if (!read) {
     log.warning("cannot read the event log for the previous shutdown", {{"error", read.error()}});
     return std::nullopt;

@@ -141,7 +141,7 @@ result<bool> upstream_probe::watched_file::changed() {
     ino = 0;
     size = -1;
     mtime_ns = -1;
-    return result<bool>::failure(fmt::format("{}: {}", path, std::strerror(error)));
+    return result<bool>::errno_failure(error, path);
   }
   const std::int64_t mtime =
       static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;

@@ -14,14 +14,14 @@ namespace shim {
 result<> exit_watcher::watch(process_handle process, std::function<void(pid_t)> on_exit) {
   const pid_t pid = process.pid();
   unique_fd fd = process.release_fd();
-  if (!fd) return result<>::failure(errno_text(EBADF, fmt::format("watch PID {}", pid)));
+  if (!fd) return result<>::errno_failure(EBADF, fmt::format("watch PID {}", pid));
   watched_.emplace_back(io_);
   const auto it = std::prev(watched_.end());
   boost::system::error_code error;
   it->assign(fd.get(), error);
   if (error) {
     watched_.erase(it);
-    return result<>::failure(errno_text(error.value(), fmt::format("watch PID {}", pid)));
+    return result<>::errno_failure(error.value(), fmt::format("watch PID {}", pid));
   }
   fd.release();
   // A pidfd becomes readable once the process has exited (zombie or reaped).

@@ -15,7 +15,7 @@ result<std::optional<process_handle>> process_handle::open(pid_t pid) {
   const long fd = ::syscall(SYS_pidfd_open, pid, 0);
   if (fd < 0) {
     if (errno == ESRCH) return opened::success(std::nullopt);
-    return opened::failure(errno_text(errno, fmt::format("pidfd_open PID {}", pid)));
+    return opened::errno_failure(errno, fmt::format("pidfd_open PID {}", pid));
   }
   return opened::success(process_handle(pid, unique_fd(static_cast<int>(fd))));
 }
@@ -25,8 +25,7 @@ result<bool> process_handle::send_signal(int signal) const {
     return result<bool>::success(true);
   }
   if (errno == ESRCH) return result<bool>::success(false);
-  return result<bool>::failure(
-      errno_text(errno, fmt::format("send signal {} to PID {}", signal, pid_)));
+  return result<bool>::errno_failure(errno, fmt::format("send signal {} to PID {}", signal, pid_));
 }
 
 }  // namespace shim

@@ -1,45 +1,43 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
+#include "util/errno_error.hpp"
+
 namespace shim {
 
-// The one error convention of the daemon:
-// - A step of start-up that cannot go on throws std::system_error; only main() turns that into an
-//   exit code (1). Some throw another std::exception, which main() treats alike: event_recorder's
-//   constructor (std::runtime_error for a path that is not a regular file), Asio's signal_set::add
-//   and local_endpoint() under shutdown_shim::start() and readiness_server::listen()
-//   (boost::system::system_error), and shutdown_shim::start() itself, which throws a failed
-//   target_watch::start_child() on as std::runtime_error with its text.
-// - Everything that runs on the loop reports its outcome as a result: a value or a one-line error
-//   text. A call that is done at once returns it (process_handle::open and send_signal,
-//   child_process::send_signal, exit_watcher::watch, target_watch::start_child,
-//   event_recorder::reopen, signal_record::load and save). One that waits for the bus or PID 1
-//   delivers it once, to a handler, from the loop and never from inside the call that started it
-//   (even a failure to send comes later), so no caller is re-entered; inhibit_delay_ensurer::start
-//   alone may call its finished handler before it returns. Nothing throws into the loop on
-//   purpose; what a library throws there is logged by shutdown_shim::run(), and the loop goes on.
-// Documented exceptions:
-// - Parsers whose callers need no reason return std::optional, nullopt for refused input:
-//   parse_flat_json, parse_event_record, parse_logind_timespan, parse_process_stat,
-//   parse_boot_time, parse_max_open_files.
-// - write_file_atomically throws std::system_error; its callers, signal_record::save and
-//   inhibit_delay_ensurer::start, catch it and turn it into a result.
-// - parse_duration throws duration_error and parse_signal std::invalid_argument; config.cpp's
-//   flag parsing (duration_flag, --signal) turns them into a usage_error (exit 2), and
-//   kubelet_shutdown.cpp's reading of a metav1.Duration into a field error of its result.
-// Not converted yet: resolve_target, open_trusted_file, identify_process, current_boot_id,
-// kubelet_dropin_usec, plan_inhibit_delay, add_match, log_sink::writable_copy,
-// yaml_event_stream::next and find_cut_short_cause still report a failure in a field, an empty
-// value or a sentinel.
+// The one error convention, by what a failure is and where it happens:
+// - Start-up that cannot go on throws a std::exception (std::system_error where a system call
+//   failed, usage_error for a bad flag); only main() turns it into an exit code.
+// - Anything that can fail for a reason its caller passes on returns (or, once it waits for the
+//   bus, PID 1 or a timer, delivers to a handler from the loop, never from inside the call that
+//   started it) a result<T>: the value, or a one-line text and the errno behind it (0 when no
+//   system call failed: a parse error, a refusal). A caller acts on the errno, never on the words.
+// - An answer that may be "nothing" without a reason to give returns std::optional: a parser of
+//   untrusted text refusing its input, a process that is gone, a file that is not there.
+// - A helper that throws (write_file_atomically, parse_duration, parse_signal) is caught by its
+//   caller, which turns the exception into one of the above.
+// Nothing throws into the loop on purpose; what a library throws there is logged by
+// run_event_loop(), and the loop goes on.
 template <typename T = std::monostate>
 class result {
  public:
   static result success(T value = {}) { return result(std::in_place_index<0>, std::move(value)); }
-  static result failure(std::string error) {
-    return result(std::in_place_index<1>, std::move(error));
+  // code: the errno behind the failure, 0 when there is none.
+  static result failure(std::string text, int code = 0) {
+    return result(std::in_place_index<1>, failed{std::move(text), code});
+  }
+  // A system call's failure: errno_text(code, context), the code kept.
+  static result errno_failure(int code, const std::string& context) {
+    return failure(errno_text(code, context), code < 0 ? -code : code);
+  }
+  // Another result's failure passed on: its errno kept, its text after prefix.
+  template <typename U>
+  static result failure_from(const result<U>& other, std::string_view prefix = {}) {
+    return failure(std::string(prefix) + other.error(), other.error_code());
   }
 
   bool ok() const { return v_.index() == 0; }
@@ -47,13 +45,19 @@ class result {
   const T& value() const& { return std::get<0>(v_); }
   // For a value that is moved out (a unique_fd, a large string).
   T& value() & { return std::get<0>(v_); }
-  const std::string& error() const { return std::get<1>(v_); }
+  T value_or(T fallback) const { return ok() ? value() : std::move(fallback); }
+  const std::string& error() const { return std::get<1>(v_).text; }
+  int error_code() const { return std::get<1>(v_).code; }
 
  private:
+  struct failed {
+    std::string text;
+    int code = 0;
+  };
   template <std::size_t I, typename V>
   result(std::in_place_index_t<I> index, V&& v) : v_(index, std::forward<V>(v)) {}
 
-  std::variant<T, std::string> v_;
+  std::variant<T, failed> v_;
 };
 
 }  // namespace shim

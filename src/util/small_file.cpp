@@ -22,10 +22,6 @@ constexpr std::array<std::pair<mode_t, std::string_view>, 6> kFileTypeNames{{
     {S_IFLNK, "a symbolic link"},
 }};
 
-std::string failure(const std::filesystem::path& path, int error) {
-  return fmt::format("{}: {}", path.string(), std::strerror(error));
-}
-
 }  // namespace
 
 std::string_view file_type_name(mode_t mode) {
@@ -40,10 +36,10 @@ result<std::optional<unique_fd>> open_regular_file_if_exists(const std::filesyst
   unique_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd) {
     if (errno == ENOENT || errno == ENOTDIR) return R::success(std::nullopt);
-    return R::failure(failure(path, errno));
+    return R::errno_failure(errno, path.string());
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return R::failure(failure(path, errno));
+  if (::fstat(fd.get(), &st) != 0) return R::errno_failure(errno, path.string());
   if (!S_ISREG(st.st_mode)) {
     return R::failure(
         fmt::format("{}: {}, not a regular file", path.string(), file_type_name(st.st_mode)));
@@ -53,8 +49,8 @@ result<std::optional<unique_fd>> open_regular_file_if_exists(const std::filesyst
 
 result<unique_fd> open_regular_file(const std::filesystem::path& path) {
   auto opened = open_regular_file_if_exists(path);
-  if (!opened) return result<unique_fd>::failure(opened.error());
-  if (!opened.value()) return result<unique_fd>::failure(failure(path, ENOENT));
+  if (!opened) return result<unique_fd>::failure_from(opened);
+  if (!opened.value()) return result<unique_fd>::errno_failure(ENOENT, path.string());
   return result<unique_fd>::success(std::move(*opened.value()));
 }
 
@@ -69,7 +65,7 @@ result<std::string> read_bounded(const unique_fd& fd, const std::filesystem::pat
     const ssize_t n = ::read(fd.get(), buffer.data(), want);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return R::failure(failure(path, errno));
+      return R::errno_failure(errno, path.string());
     }
     if (n == 0) return R::success(std::move(content));
     content.append(buffer.data(), static_cast<std::size_t>(n));
@@ -81,16 +77,16 @@ result<std::optional<std::string>> read_small_file_if_exists(const std::filesyst
                                                              std::size_t max_bytes) {
   using R = result<std::optional<std::string>>;
   auto opened = open_regular_file_if_exists(path);
-  if (!opened) return R::failure(opened.error());
+  if (!opened) return R::failure_from(opened);
   if (!opened.value()) return R::success(std::nullopt);
   auto text = read_bounded(*opened.value(), path, max_bytes);
-  if (!text) return R::failure(text.error());
+  if (!text) return R::failure_from(text);
   return R::success(std::move(text.value()));
 }
 
 result<std::string> read_small_file(const std::filesystem::path& path, std::size_t max_bytes) {
   auto opened = open_regular_file(path);
-  if (!opened) return result<std::string>::failure(opened.error());
+  if (!opened) return result<std::string>::failure_from(opened);
   return read_bounded(opened.value(), path, max_bytes);
 }
 

@@ -69,16 +69,10 @@ std::string step(const std::string& where, const std::string& name) {
 
 }  // namespace
 
-trusted_file open_trusted_file(const std::string& path, std::string_view noun) {
-  trusted_file out;
-  auto fail = [&out](int error) {
-    out.error = error;
-    return std::move(out);
-  };
-  auto refuse = [&out](std::string why) {
-    out.refusal = std::move(why);
-    return std::move(out);
-  };
+result<unique_fd> open_trusted_file(const std::string& path, std::string_view noun) {
+  using R = result<unique_fd>;
+  auto fail = [&path](int error) { return R::errno_failure(error, path); };
+  auto refuse = [](std::string why) { return R::failure(std::move(why)); };
 
   std::string absolute = path;
   if (!path.starts_with('/')) {
@@ -156,8 +150,7 @@ trusted_file open_trusted_file(const std::string& path, std::string_view noun) {
     if (opened.st_dev != st.st_dev || opened.st_ino != st.st_ino) {
       return refuse(fmt::format("{} was replaced while it was being checked", here));
     }
-    out.fd = std::move(file);
-    return out;
+    return R::success(std::move(file));
   }
   return fail(EISDIR);  // the path was "/" (or only "." and "..")
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <string_view>
 
+#include "util/result.hpp"
 #include "util/unique_fd.hpp"
 
 namespace shim {
@@ -22,12 +23,11 @@ namespace shim {
 // owned by another; here no step may pass through anything a non-root user other than the shim's
 // own controls. The path is walked with O_PATH|O_NOFOLLOW from "/", each step checked on the
 // descriptor it opened, so nothing can be swapped between the check and the read.
-struct trusted_file {
-  unique_fd fd;         // open for reading when the file is trusted
-  int error = 0;        // errno when there is nothing to trust (ENOENT: it does not exist)
-  std::string refusal;  // non-empty: it exists but may not be trusted, and why
-};
-// noun: what the file is, for the refusal ("directory D, which holds the pidfile, ...").
-trusted_file open_trusted_file(const std::string& path, std::string_view noun);
+//
+// The file open for reading when it is trusted. A failure with an errno: there is nothing to trust
+// ("PATH: No such file or directory"; ENOENT: it does not exist). A failure without one (code 0):
+// it may not be trusted, and why. noun: what the file is, for that refusal ("directory D, which
+// holds the pidfile, ...").
+result<unique_fd> open_trusted_file(const std::string& path, std::string_view noun);
 
 }  // namespace shim

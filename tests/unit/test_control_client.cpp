@@ -6,6 +6,7 @@
 
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
 #include <thread>
 
 #include "control_socket_test_support.hpp"
@@ -43,7 +44,8 @@ TEST_F(ControlClientTest, NoSocketIsNoDaemon) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), "no shutdown-shim is listening on " + socket_path.string() +
                            ": No such file or directory");
-  EXPECT_TRUE(is_no_daemon(r.error()));
+  EXPECT_EQ(r.error_code(), ENOENT);
+  EXPECT_TRUE(is_no_daemon(r));
 }
 
 TEST_F(ControlClientTest, AStaleSocketIsNoDaemon) {
@@ -54,7 +56,8 @@ TEST_F(ControlClientTest, AStaleSocketIsNoDaemon) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error(), StartsWith("no shutdown-shim is listening on " + socket_path.string()));
   EXPECT_THAT(r.error(), HasSubstr("Connection refused"));
-  EXPECT_TRUE(is_no_daemon(r.error()));
+  EXPECT_EQ(r.error_code(), ECONNREFUSED);
+  EXPECT_TRUE(is_no_daemon(r));
 }
 
 TEST_F(ControlClientTest, APeerThatClosesWithoutAnAnswerIsAnError) {
@@ -63,7 +66,16 @@ TEST_F(ControlClientTest, APeerThatClosesWithoutAnAnswerIsAnError) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.error(), StartsWith("the shim on " + socket_path.string() +
                                     " closed the connection without a whole answer: "));
-  EXPECT_FALSE(is_no_daemon(r.error()));
+  EXPECT_FALSE(is_no_daemon(r));
+}
+
+// The CLI's exit code follows the errno, never the words (issue 34: it matched a prefix).
+TEST(ControlClient, NoDaemonIsReadFromTheErrnoNotTheWords) {
+  using R = result<control_answer>;
+  EXPECT_FALSE(is_no_daemon(R::failure("no shutdown-shim is listening on /run/x.sock: refused")));
+  EXPECT_TRUE(is_no_daemon(R::errno_failure(ECONNREFUSED, "connect to /run/x.sock")));
+  EXPECT_FALSE(is_no_daemon(R::errno_failure(EACCES, "connect to /run/x.sock")));
+  EXPECT_FALSE(is_no_daemon(R::success({})));
 }
 
 TEST_F(ControlClientTest, APeerThatNeverAnswersTimesOut) {

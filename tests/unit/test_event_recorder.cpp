@@ -87,7 +87,7 @@ TEST_F(EventRecorder, WritesOneJsonLineWithEveryKey) {
   // microsecond some sandboxed kernels show).
   EXPECT_GE(std::stoll(get(o, "boottime_us").text), monotonic - 1'000'000);
   // The journal's form (32 hex digits), so that `journalctl -b` can be matched with it.
-  EXPECT_EQ(get(o, "boot_id").text, current_boot_id());
+  EXPECT_EQ(get(o, "boot_id").text, current_boot_id().value());
   EXPECT_THAT(get(o, "boot_id").text, testing::MatchesRegex("[0-9a-f]{32}"));
   EXPECT_EQ(get(o, "pid").text, std::to_string(::getpid()));
   EXPECT_EQ(get(o, "cause").text, "PrepareForShutdown(true)");

@@ -107,6 +107,7 @@ TEST_P(InhibitDelayEnsurer, Case) {
       {.progress = [&](const std::string& text) { progress.push_back(text); },
        .finished = [&](const result<>& outcome) { finished = outcome; }});
   ensurer.start(c.current_usec);
+  EXPECT_FALSE(finished) << "finished is called from the loop, never from inside start()";
   io.run_for(std::chrono::seconds(inhibit_delay_ensurer::kReloadBound) + 2s);
 
   ASSERT_TRUE(finished) << "finished is always called";

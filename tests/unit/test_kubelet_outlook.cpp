@@ -20,6 +20,8 @@
 namespace shim {
 namespace {
 
+using dropin_read = result<std::optional<std::uint64_t>>;
+
 using namespace std::chrono_literals;
 using testing::HasSubstr;
 
@@ -60,14 +62,15 @@ kubelet_outlook outlook(kubelet_outlook::settings s, kubelet_shutdown_config c,
                         static_pod_priority p, std::optional<std::uint32_t> lock = 812) {
   kubelet_outlook o(s);
   o.set_files(config_read::success(std::move(c)), manifest_read::success(std::move(p)),
-              std::nullopt);
+              dropin_read::success(std::nullopt));
   o.set_lock(lock);
   return o;
 }
 
 TEST(KubeletOutlook, NothingToSayWithoutKubeletOrFiles) {
   kubelet_outlook o(mode(false, false));
-  o.set_files(config_read::success({}), manifest_read::success({}), std::nullopt);
+  o.set_files(config_read::success({}), manifest_read::success({}),
+              dropin_read::success(std::nullopt));
   EXPECT_FALSE(o.applies());
   EXPECT_FALSE(o.leaves_signal_to_kubelet());
   EXPECT_FALSE(o.cuts_drain());
@@ -92,11 +95,12 @@ TEST(KubeletOutlook, ThePolicyRowByRow) {
   kubelet_outlook config_no_manifest(
       {.wrapper = false, .drain_delay = 70s, .hold_needed = 135s, .config_given = true});
   config_no_manifest.set_files(config_read::success(first_group), manifest_read::success({}),
-                               std::nullopt);
+                               dropin_read::success(std::nullopt));
   config_no_manifest.set_lock(812);
   kubelet_outlook unreadable(mode(false));
   unreadable.set_files(config_read::failure("--kubelet-config=/x: No such file or directory"),
-                       manifest_read::success(pod(std::nullopt)), std::nullopt);
+                       manifest_read::success(pod(std::nullopt)),
+                       dropin_read::success(std::nullopt));
   unreadable.set_lock(812);
   std::vector<row> rows;
   rows.push_back({"attach, kubelet's first group", outlook(mode(false), first_group, pod(0)), true,
@@ -305,7 +309,8 @@ TEST(KubeletOutlook, WithoutKubeletsLockTheFilesDecideNothing) {
 
 TEST(KubeletOutlook, KubeletsLockWithoutItsFilesIsAWarningInAttachModeOnly) {
   kubelet_outlook attach(mode(false, false));
-  attach.set_files(config_read::success({}), manifest_read::success({}), 150'000'000);
+  attach.set_files(config_read::success({}), manifest_read::success({}),
+                   dropin_read::success(150'000'000));
   attach.set_lock(812);
   EXPECT_FALSE(attach.leaves_signal_to_kubelet());
   EXPECT_TRUE(attach.second_signal());
@@ -315,7 +320,7 @@ TEST(KubeletOutlook, KubeletsLockWithoutItsFilesIsAWarningInAttachModeOnly) {
   kubelet_outlook no_manifest(
       {.wrapper = false, .drain_delay = 70s, .hold_needed = 135s, .config_given = true});
   no_manifest.set_files(config_read::success(groups({{0, 150}})), manifest_read::success({}),
-                        std::nullopt);
+                        dropin_read::success(std::nullopt));
   no_manifest.set_lock(812);
   ASSERT_TRUE(no_manifest.warning());
   EXPECT_THAT(*no_manifest.warning(), testing::EndsWith(": give --static-pod-manifest"));
@@ -328,7 +333,7 @@ TEST(KubeletOutlook, KubeletsLockWithoutItsFilesIsAWarningInAttachModeOnly) {
 TEST(KubeletOutlook, UnreadableFilesAreSaidAndTheShimSignalsItself) {
   kubelet_outlook o(mode(false));
   o.set_files(config_read::failure("--kubelet-config=/x: cannot open: No such file or directory"),
-              manifest_read::success({}), std::nullopt);
+              manifest_read::success({}), dropin_read::success(std::nullopt));
   o.set_lock(812);
   EXPECT_FALSE(o.leaves_signal_to_kubelet());
   ASSERT_TRUE(o.warning());
@@ -344,7 +349,7 @@ TEST(KubeletOutlook, AConfigThatTurnsGnsOffIsNotKubeletsWhileItsLockIsListed) {
 TEST(KubeletOutlook, A99KubeletConfThatDisagreesWithTheConfigIsPointedOut) {
   kubelet_outlook o(mode(false));
   o.set_files(config_read::success(groups({{0, 150}})), manifest_read::success(pod(std::nullopt)),
-              30'000'000);
+              dropin_read::success(30'000'000));
   o.set_lock(812);
   EXPECT_THAT(o.summary(), HasSubstr("99-kubelet.conf asks logind for 30s, --kubelet-config adds "
                                      "up to 2m30s: is it the file kubelet runs with?"));
@@ -363,10 +368,23 @@ TEST(KubeletOutlook, KubeletsLockGoingAwayEndsThePolicy) {
 
 TEST(KubeletOutlook, Kubelets99ConfIsReadFromLogindsDropinDirectory) {
   test::temp_dir dir;
-  EXPECT_FALSE(kubelet_dropin_usec(dir.path()));
+  EXPECT_EQ(kubelet_dropin_usec(dir.path()).value(), std::nullopt);
   std::ofstream(std::filesystem::path(dir.path()) / "99-kubelet.conf")
       << "# Kubelet logind override\n[Login]\nInhibitDelayMaxSec=45\n";
-  EXPECT_EQ(kubelet_dropin_usec(dir.path()), 45'000'000u);
+  EXPECT_EQ(kubelet_dropin_usec(dir.path()).value(), 45'000'000u);
+
+  // One that cannot be read is a failure, not "no value" (issue 34: the one error convention).
+  test::temp_dir other;
+  std::filesystem::create_directory(std::filesystem::path(other.path()) / "99-kubelet.conf");
+  const auto unreadable = kubelet_dropin_usec(other.path());
+  ASSERT_FALSE(unreadable.ok());
+  EXPECT_THAT(unreadable.error(), HasSubstr("99-kubelet.conf: a directory, not a regular file"));
+
+  kubelet_outlook attach(mode(false, false));
+  attach.set_files(config_read::success({}), manifest_read::success({}), unreadable);
+  attach.set_lock(812);
+  ASSERT_TRUE(attach.warning());
+  EXPECT_THAT(*attach.warning(), HasSubstr("(" + unreadable.error() + ")"));
 }
 
 // /readyz?verbose shows a check's line up to a cap: the longest line the shim writes of kubelet,
@@ -391,7 +409,7 @@ TEST(KubeletOutlook, TheLongestLineIsNotCut) {
                               .priority_class_name = {},
                               .termination_grace_seconds = kMaxKubeletGraceSeconds,
                               .namespace_name = "openshift-kube-apiserver"}),
-      std::numeric_limits<std::uint64_t>::max());
+      dropin_read::success(std::numeric_limits<std::uint64_t>::max()));
   status.kubelet.set_lock(4'194'304);
   const std::string full = status.kubelet.summary();
   EXPECT_THAT(full, HasSubstr("KubeletConfig"));
@@ -412,7 +430,7 @@ TEST(KubeletOutlook, KubeletsFilesAreReadWithTheFlagNamedInEachFailure) {
   const auto none = read_kubelet_files("", "", d);
   EXPECT_TRUE(none.config.ok());
   EXPECT_TRUE(none.manifest.ok());
-  EXPECT_FALSE(none.dropin_usec);
+  EXPECT_EQ(none.dropin_usec.value(), std::nullopt);
   std::ofstream(d / "config.yaml") << "kind: KubeletConfiguration\nshutdownGracePeriod: 30s\n";
   const auto read =
       read_kubelet_files((d / "config.yaml").string(), (d / "missing.yaml").string(), d);
@@ -496,7 +514,7 @@ TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
   kubelet_outlook o(mode(false));
   const auto config = groups({{0, 30}, {2000000000, 150}});
   o.set_files(config_read::success(config), manifest_read::success(kubeadm_pod("kube-apiserver")),
-              std::nullopt, kubeadm_pod("etcd"));
+              dropin_read::success(std::nullopt), kubeadm_pod("etcd"));
   o.set_lock(812);
   ASSERT_EQ(o.stops_etcd_with_apiserver(), true);
   ASSERT_TRUE(o.warning());
@@ -512,8 +530,8 @@ TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
   // Its fix applied: kube-apiserver in a group of its own before etcd's.
   kubelet_outlook fixed(mode(false));
   fixed.set_files(config_read::success(groups({{0, 30}, {2000000000, 135}, {2000001000, 150}})),
-                  manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)), std::nullopt,
-                  kubeadm_pod("etcd"));
+                  manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)),
+                  dropin_read::success(std::nullopt), kubeadm_pod("etcd"));
   fixed.set_lock(812);
   EXPECT_EQ(fixed.stops_etcd_with_apiserver(), false);
   EXPECT_THAT(fixed.summary(), testing::Not(HasSubstr("etcd")));
@@ -527,15 +545,15 @@ TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
   short_hold.hold_needed = 13s;
   kubelet_outlook e2e(short_hold);
   e2e.set_files(config_read::success(groups({{0, 3}, {2000000000, 30}})),
-                manifest_read::success(kubeadm_pod("kube-apiserver")), std::nullopt,
-                kubeadm_pod("etcd"));
+                manifest_read::success(kubeadm_pod("kube-apiserver")),
+                dropin_read::success(std::nullopt), kubeadm_pod("etcd"));
   e2e.set_lock(812);
   EXPECT_THAT(e2e.summary(), HasSubstr("{priority: 2000000000, shutdownGracePeriodSeconds: 30} and "
                                        "{priority: 2000001000, shutdownGracePeriodSeconds: 30}"));
   kubelet_outlook e2e_fixed(short_hold);
   e2e_fixed.set_files(config_read::success(groups({{0, 3}, {2000000000, 30}, {2000001000, 30}})),
                       manifest_read::success(kubeadm_pod("kube-apiserver", 2000000000)),
-                      std::nullopt, kubeadm_pod("etcd"));
+                      dropin_read::success(std::nullopt), kubeadm_pod("etcd"));
   e2e_fixed.set_lock(812);
   EXPECT_EQ(e2e_fixed.stops_etcd_with_apiserver(), false);
   EXPECT_FALSE(e2e_fixed.cuts_drain()) << e2e_fixed.summary();
@@ -544,7 +562,8 @@ TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
   // Not known without etcd's manifest, or without kubelet's plan.
   kubelet_outlook no_etcd(mode(false));
   no_etcd.set_files(config_read::success(config),
-                    manifest_read::success(kubeadm_pod("kube-apiserver")), std::nullopt);
+                    manifest_read::success(kubeadm_pod("kube-apiserver")),
+                    dropin_read::success(std::nullopt));
   no_etcd.set_lock(812);
   EXPECT_EQ(no_etcd.stops_etcd_with_apiserver(), std::nullopt);
 }
@@ -555,7 +574,8 @@ TEST(KubeletOutlook, EtcdInKubeApiserversGroupIsAWarningWithItsFix) {
 TEST(KubeletOutlook, AKubeletRunningOnWithoutItsLockStillSignals) {
   kubelet_outlook o(mode(false));
   o.set_files(config_read::success(groups({{0, 30}, {2000000000, 150}})),
-              manifest_read::success(kubeadm_pod("kube-apiserver")), std::nullopt);
+              manifest_read::success(kubeadm_pod("kube-apiserver")),
+              dropin_read::success(std::nullopt));
   o.set_lock(std::nullopt);
   EXPECT_FALSE(o.leaves_signal_to_kubelet());
   o.set_lockless(812);

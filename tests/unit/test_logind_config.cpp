@@ -266,8 +266,9 @@ TEST(InhibitDelayMargin, TenPercentAtLeastFiveSeconds) {
 TEST(PlanInhibitDelay, WritesHoldPlusMarginWhenNothingElseIsSet) {
   fake_root root;
   write(root.paths.main_file, "[Login]\n#InhibitDelayMaxSec=5\n");
-  const auto plan = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, 135s);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   EXPECT_EQ(plan.needed_usec, 149 * kSec);
   EXPECT_EQ(plan.write_usec, 149 * kSec);
   EXPECT_EQ(plan.effective_usec, 149 * kSec);
@@ -281,8 +282,9 @@ TEST(PlanInhibitDelay, NeverLowersAValueSetElsewhere) {
   fake_root root;
   write(root.paths.main_file, login("5"));
   write(root.usr("10-someone.conf"), login("10min"));  // sorts first: not in effect, still kept
-  const auto plan = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, 135s);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   EXPECT_EQ(plan.write_usec, 600 * kSec);
   EXPECT_EQ(plan.effective_usec, 600 * kSec);
   EXPECT_THAT(plan.file_text, HasSubstr("InhibitDelayMaxSec=600\n"));
@@ -292,38 +294,41 @@ TEST(PlanInhibitDelay, NeverLowersAValueSetElsewhere) {
 TEST(PlanInhibitDelay, RoundsUpNeverDown) {
   fake_root root;
   write(root.etc("10-longer.conf"), login("472.5s"));
-  const auto plan = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, 135s);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   EXPECT_EQ(plan.write_text, "473");
   EXPECT_EQ(plan.write_usec, 473 * kSec);
   EXPECT_EQ(plan.effective_usec, 473 * kSec);
   EXPECT_THAT(plan.file_text, HasSubstr("InhibitDelayMaxSec=473\n"));
 
   write(root.etc("10-longer.conf"), login("472s 1us"));
-  EXPECT_EQ(plan_inhibit_delay(root.paths, 135s).write_text, "473");
+  EXPECT_EQ(plan_inhibit_delay(root.paths, 135s).value().write_text, "473");
   write(root.etc("10-longer.conf"), login("472s"));
-  EXPECT_EQ(plan_inhibit_delay(root.paths, 135s).write_text, "472");
+  EXPECT_EQ(plan_inhibit_delay(root.paths, 135s).value().write_text, "472");
 }
 
 TEST(PlanInhibitDelay, ValuesNearInfinity) {
   fake_root root;
   // The most whole seconds systemd takes, and one more microsecond: only "infinity" is as long.
   write(root.etc("10-long.conf"), login("18446744073708"));
-  EXPECT_EQ(plan_inhibit_delay(root.paths, 10s).write_text, "18446744073708");
+  EXPECT_EQ(plan_inhibit_delay(root.paths, 10s).value().write_text, "18446744073708");
   write(root.etc("10-long.conf"), login("18446744073708s 1us"));
-  const auto plan = plan_inhibit_delay(root.paths, 10s);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, 10s);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   EXPECT_EQ(plan.write_usec, kInfinityUsec);
   EXPECT_EQ(plan.write_text, "infinity");
   write(root.etc("10-long.conf"), login("584541y"));
-  EXPECT_EQ(plan_inhibit_delay(root.paths, 10s).write_text, "18446711061600");
+  EXPECT_EQ(plan_inhibit_delay(root.paths, 10s).value().write_text, "18446711061600");
 }
 
 TEST(PlanInhibitDelay, TheLongestHoldDoesNotOverflow) {
   fake_root root;
   const auto longest = std::chrono::nanoseconds::max();
-  const auto plan = plan_inhibit_delay(root.paths, longest);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, longest);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   // ceil(9223372036.854775807 s) + 10 % of it = 9223372037 + 922337204 seconds.
   EXPECT_EQ(plan.needed_usec, 10145709241 * kSec);
   EXPECT_EQ(plan.write_text, "10145709241");
@@ -333,15 +338,17 @@ TEST(PlanInhibitDelay, TheLongestHoldDoesNotOverflow) {
 TEST(PlanInhibitDelay, InfinityElsewhereIsWrittenAsInfinity) {
   fake_root root;
   write(root.etc("10-forever.conf"), login("infinity"));
-  const auto plan = plan_inhibit_delay(root.paths, 10s);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, 10s);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   EXPECT_EQ(plan.write_usec, kInfinityUsec);
   EXPECT_THAT(plan.file_text, HasSubstr("InhibitDelayMaxSec=infinity\n"));
 
   // A later drop-in with infinity is in effect and more than enough.
   write(root.etc("zzz-later.conf"), login("infinity"));
-  const auto later = plan_inhibit_delay(root.paths, 10s);
-  EXPECT_EQ(later.error, "");
+  const auto later_planned = plan_inhibit_delay(root.paths, 10s);
+  ASSERT_TRUE(later_planned) << later_planned.error();
+  const auto& later = later_planned.value();
   EXPECT_EQ(later.effective_usec, kInfinityUsec);
 }
 
@@ -349,41 +356,45 @@ TEST(PlanInhibitDelay, OurOwnOldFileAndTheMaskedVendorCopyDoNotCount) {
   fake_root root;
   write(root.etc(std::string(kShimDropinName)), login("1000"));  // ours, from a longer hold once
   write(root.usr(std::string(kShimDropinName)), login("900"));   // the vendor copy, masked
-  const auto plan = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, 135s);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   EXPECT_EQ(plan.write_usec, 149 * kSec);
 }
 
 TEST(PlanInhibitDelay, OurVendorCopyCuttingKubeletsLargerValueIsFlagged) {
   fake_root root;
   write(root.usr(std::string(kShimDropinName)), login("150"));  // as installed
-  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).shim_dropin_lowers) << "nothing to lower";
+  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).value().shim_dropin_lowers)
+      << "nothing to lower";
 
   // kubelet's shutdownGracePeriod=300s; its file sorts before ours, so logind applies our 150.
   write(root.etc("99-kubelet.conf"),
         "# Kubelet logind override\n[Login]\nInhibitDelayMaxSec=300\n");
-  const auto plan = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, 135s);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   EXPECT_TRUE(plan.shim_dropin_lowers);
   EXPECT_EQ(plan.write_usec, 300 * kSec);
   EXPECT_EQ(plan.effective_usec, 300 * kSec);
 
   // Once the /etc copy says 300, nothing is lowered any more.
   write(root.etc(std::string(kShimDropinName)), plan.file_text);
-  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).shim_dropin_lowers);
+  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).value().shim_dropin_lowers);
 }
 
 TEST(PlanInhibitDelay, OnlyOurOwnFileCountsAsLowering) {
   fake_root root;
   write(root.usr(std::string(kShimDropinName)), login("150"));
   write(root.etc("99-kubelet.conf"), login("100"));  // smaller than ours: nothing is lowered
-  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).shim_dropin_lowers);
+  EXPECT_FALSE(plan_inhibit_delay(root.paths, 135s).value().shim_dropin_lowers);
 
   // Someone else's later file has the last word: writing ours would change nothing.
   write(root.etc("99-kubelet.conf"), login("300"));
   write(root.etc("zzz-late.conf"), login("140"));
-  const auto plan = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_EQ(plan.error, "");
+  const auto plan_planned = plan_inhibit_delay(root.paths, 135s);
+  ASSERT_TRUE(plan_planned) << plan_planned.error();
+  const auto& plan = plan_planned.value();
   EXPECT_FALSE(plan.shim_dropin_lowers);
 }
 
@@ -391,23 +402,24 @@ TEST(PlanInhibitDelay, AnUnparsableValueIsReportedNotGuessed) {
   fake_root root;
   write(root.etc("50-typo.conf"), login("2 minuts"));
   const auto plan = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_THAT(plan.error, HasSubstr("50-typo.conf"));
-  EXPECT_THAT(plan.error, HasSubstr("InhibitDelayMaxSec=2 minuts"));
-  EXPECT_TRUE(plan.file_text.empty());
+  ASSERT_FALSE(plan.ok()) << "nothing to write";
+  EXPECT_THAT(plan.error(), HasSubstr("50-typo.conf"));
+  EXPECT_THAT(plan.error(), HasSubstr("InhibitDelayMaxSec=2 minuts"));
 }
 
 TEST(PlanInhibitDelay, ALaterDropinThatWouldOverrideIsReported) {
   fake_root root;
   write(root.etc("zzz-late.conf"), login("30"));
   const auto plan = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_THAT(plan.error, HasSubstr("zzz-late.conf"));
-  EXPECT_THAT(plan.error, HasSubstr("sorts after zz-shutdown-shim.conf"));
-  EXPECT_TRUE(plan.file_text.empty());
+  ASSERT_FALSE(plan.ok()) << "nothing to write";
+  EXPECT_THAT(plan.error(), HasSubstr("zzz-late.conf"));
+  EXPECT_THAT(plan.error(), HasSubstr("sorts after zz-shutdown-shim.conf"));
 
   // A later file with enough is fine: logind then uses its value.
   write(root.etc("zzz-late.conf"), login("140"));
-  const auto ok = plan_inhibit_delay(root.paths, 135s);
-  EXPECT_EQ(ok.error, "");
+  const auto ok_planned = plan_inhibit_delay(root.paths, 135s);
+  ASSERT_TRUE(ok_planned) << ok_planned.error();
+  const auto& ok = ok_planned.value();
   EXPECT_EQ(ok.write_usec, 149 * kSec);
   EXPECT_EQ(ok.effective_usec, 140 * kSec);
 }

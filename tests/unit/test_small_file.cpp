@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,7 @@ TEST_F(SmallFile, ASocketDirectoryAndDeviceAreRefused) {
   r = read_small_file("/dev/null", 64);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), "/dev/null: a character device, not a regular file");
+  EXPECT_EQ(r.error_code(), 0);  // a refusal: no system call failed
 }
 
 TEST_F(SmallFile, AMissingFileIsNoneOnlyWhereThatIsAllowed) {
@@ -110,6 +112,7 @@ TEST_F(SmallFile, AMissingFileIsNoneOnlyWhereThatIsAllowed) {
   const auto r = read_small_file(path("absent"), 64);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), path("absent").string() + ": No such file or directory");
+  EXPECT_EQ(r.error_code(), ENOENT);  // passed on from open_regular_file, kept
 }
 
 TEST_F(SmallFile, ProcFilesReadAsRegularFiles) {

@@ -89,9 +89,9 @@ void change_owner(const fs::path& path, uid_t uid) {
 // What open_trusted_file says about a pidfile at path: "trusted", "errno N", or the refusal.
 std::string verdict(const fs::path& path) {
   const auto file = open_trusted_file(path.string(), "pidfile");
-  if (!file.refusal.empty()) return file.refusal;
-  if (file.fd) return "trusted";
-  return "errno " + std::to_string(file.error);
+  if (file) return "trusted";
+  if (file.error_code() == 0) return file.error();
+  return "errno " + std::to_string(file.error_code());
 }
 
 // --- process_handle -----------------------------------------------------------------------------
@@ -188,8 +188,8 @@ TEST(ResolveTarget, PidOfLiveProcess) {
   target_spec spec;
   spec.pid = child.pid();
   const auto result = resolve_target(spec);
-  EXPECT_EQ(result.pids, std::vector<pid_t>{child.pid()});
-  EXPECT_EQ(result.reason, "");
+  EXPECT_EQ(result.value(), std::vector<pid_t>{child.pid()});
+  EXPECT_TRUE(result.ok()) << result.error();
 }
 
 TEST(ResolveTarget, PidOfReapedProcess) {
@@ -199,8 +199,8 @@ TEST(ResolveTarget, PidOfReapedProcess) {
   target_spec spec;
   spec.pid = pid;
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "no process with PID " + std::to_string(pid));
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "no process with PID " + std::to_string(pid));
 }
 
 TEST(ResolveTarget, PidOfThreadIsRefused) {
@@ -216,17 +216,17 @@ TEST(ResolveTarget, PidOfThreadIsRefused) {
   const auto result = resolve_target(spec);
   finish.set_value();
   thread.join();
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "PID " + std::to_string(*spec.pid) + " is a thread of process " +
-                               std::to_string(::getpid()) + ", not a process");
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "PID " + std::to_string(*spec.pid) + " is a thread of process " +
+                                std::to_string(::getpid()) + ", not a process");
 }
 
 TEST(ResolveTarget, NonPositivePid) {
   target_spec spec;
   spec.pid = 0;
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "PID 0 is not valid");
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "PID 0 is not valid");
 }
 
 // --- resolve_target: pidfile --------------------------------------------------------------------
@@ -236,8 +236,8 @@ TEST(ResolveTarget, PidfileMissing) {
   target_spec spec;
   spec.pidfile = (dir.path() / "x.pid").string();
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "pidfile " + spec.pidfile + ": No such file or directory");
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "pidfile " + spec.pidfile + ": No such file or directory");
 }
 
 TEST(ResolveTarget, PidfileIsADirectory) {
@@ -245,8 +245,8 @@ TEST(ResolveTarget, PidfileIsADirectory) {
   target_spec spec;
   spec.pidfile = dir.path().string();
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "pidfile " + spec.pidfile + ": Is a directory");
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "pidfile " + spec.pidfile + ": Is a directory");
 }
 
 TEST(ResolveTarget, PidfileEmpty) {
@@ -256,8 +256,8 @@ TEST(ResolveTarget, PidfileEmpty) {
   for (const std::string content : {"", " \n\t\n"}) {
     write_file(spec.pidfile, content);
     const auto result = resolve_target(spec);
-    EXPECT_TRUE(result.pids.empty());
-    EXPECT_EQ(result.reason, "pidfile " + spec.pidfile + ": empty");
+    EXPECT_FALSE(result.ok());
+    EXPECT_EQ(result.error(), "pidfile " + spec.pidfile + ": empty");
   }
 }
 
@@ -279,8 +279,8 @@ TEST(ResolveTarget, PidfileMalformed) {
   for (const auto& [content, shown] : cases) {
     write_file(spec.pidfile, content);
     const auto result = resolve_target(spec);
-    EXPECT_TRUE(result.pids.empty()) << content;
-    EXPECT_EQ(result.reason, "pidfile " + spec.pidfile + ": " + shown + " is not a PID");
+    EXPECT_FALSE(result.ok()) << content;
+    EXPECT_EQ(result.error(), "pidfile " + spec.pidfile + ": " + shown + " is not a PID");
   }
 }
 
@@ -290,8 +290,8 @@ TEST(ResolveTarget, PidfileMalformedLongContentIsShortened) {
   spec.pidfile = (dir.path() / "x.pid").string();
   write_file(spec.pidfile, std::string(100, 'a'));
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason,
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(),
             "pidfile " + spec.pidfile + ": \"" + std::string(40, 'a') + "\"... is not a PID");
 }
 
@@ -302,8 +302,8 @@ TEST(ResolveTarget, PidfileGood) {
   spec.pidfile = (dir.path() / "x.pid").string();
   write_file(spec.pidfile, "  " + std::to_string(child.pid()) + "\n");
   const auto result = resolve_target(spec);
-  EXPECT_EQ(result.pids, std::vector<pid_t>{child.pid()});
-  EXPECT_EQ(result.reason, "");
+  EXPECT_EQ(result.value(), std::vector<pid_t>{child.pid()});
+  EXPECT_TRUE(result.ok()) << result.error();
 }
 
 TEST(ResolveTarget, PidfileOfGoneProcess) {
@@ -315,8 +315,8 @@ TEST(ResolveTarget, PidfileOfGoneProcess) {
   spec.pidfile = (dir.path() / "x.pid").string();
   write_file(spec.pidfile, std::to_string(pid));
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason,
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(),
             "pidfile " + spec.pidfile + ": no process with PID " + std::to_string(pid));
 }
 
@@ -332,8 +332,8 @@ TEST(ResolveTarget, NameFindsEveryMatchingProcess) {
   const auto result = resolve_target(spec);
   auto expected = std::vector<pid_t>{first->pid(), second->pid()};
   std::sort(expected.begin(), expected.end());
-  EXPECT_EQ(result.pids, expected);
-  EXPECT_EQ(result.reason, "");
+  EXPECT_EQ(result.value(), expected);
+  EXPECT_TRUE(result.ok()) << result.error();
 }
 
 TEST(ResolveTarget, NameLongerThanCommMatchesTruncatedComm) {
@@ -342,11 +342,11 @@ TEST(ResolveTarget, NameLongerThanCommMatchesTruncatedComm) {
   const auto child = test_child::named(name);
   target_spec spec;
   spec.name = name;
-  EXPECT_EQ(resolve_target(spec).pids, std::vector<pid_t>{child->pid()});
+  EXPECT_EQ(resolve_target(spec).value(), std::vector<pid_t>{child->pid()});
   // The comm is only a prefix: a different name with the same first 15 bytes matches too, which
   // is the kernel's limit, not the shim's choice.
   spec.name = name.substr(0, 15) + "-something-else";
-  EXPECT_EQ(resolve_target(spec).pids, std::vector<pid_t>{child->pid()});
+  EXPECT_EQ(resolve_target(spec).value(), std::vector<pid_t>{child->pid()});
 }
 
 TEST(ResolveTarget, NameFromExecIsFound) {
@@ -365,8 +365,8 @@ TEST(ResolveTarget, NameFromExecIsFound) {
   target_spec spec;
   spec.name = name;
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "no process named " + name + " owned by uid 0");
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "no process named " + name + " owned by uid 0");
 }
 
 TEST(ResolveTarget, NameSkipsZombies) {
@@ -375,7 +375,7 @@ TEST(ResolveTarget, NameSkipsZombies) {
   const auto live = test_child::named(name);
   target_spec spec;
   spec.name = name;
-  EXPECT_EQ(resolve_target(spec).pids, std::vector<pid_t>{live->pid()});
+  EXPECT_EQ(resolve_target(spec).value(), std::vector<pid_t>{live->pid()});
 }
 
 TEST(ResolveTarget, NameNeverFindsTheShimItself) {
@@ -386,15 +386,17 @@ TEST(ResolveTarget, NameNeverFindsTheShimItself) {
   target_spec spec;
   spec.name = comm;
   const auto result = resolve_target(spec);
-  EXPECT_EQ(std::count(result.pids.begin(), result.pids.end(), ::getpid()), 0);
+  if (result) {
+    EXPECT_EQ(std::count(result.value().begin(), result.value().end(), ::getpid()), 0);
+  }
 }
 
 TEST(ResolveTarget, NameWithoutMatch) {
   target_spec spec;
   spec.name = unique_name("-no-such-process");
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "no process named " + spec.name + " owned by uid 0");
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "no process named " + spec.name + " owned by uid 0");
 }
 
 TEST(ResolveTarget, FakeProcTree) {
@@ -441,20 +443,20 @@ TEST(ResolveTarget, FakeProcTree) {
 
   target_spec spec;
   spec.name = "foo";
-  EXPECT_EQ(resolve_target(spec, root.string()).pids, std::vector<pid_t>{100});
+  EXPECT_EQ(resolve_target(spec, root.string()).value(), std::vector<pid_t>{100});
   spec.name_uid = 1000;
-  EXPECT_EQ(resolve_target(spec, root.string()).pids, std::vector<pid_t>{108});
+  EXPECT_EQ(resolve_target(spec, root.string()).value(), std::vector<pid_t>{108});
   spec.name = "a) Z";
   spec.name_uid = 0;
-  EXPECT_EQ(resolve_target(spec, root.string()).pids, std::vector<pid_t>{103});
+  EXPECT_EQ(resolve_target(spec, root.string()).value(), std::vector<pid_t>{103});
 
   target_spec by_pid;
   by_pid.pid = 102;
-  EXPECT_EQ(resolve_target(by_pid, root.string()).pids, std::vector<pid_t>{102});
+  EXPECT_EQ(resolve_target(by_pid, root.string()).value(), std::vector<pid_t>{102});
   by_pid.pid = 555;
-  EXPECT_EQ(resolve_target(by_pid, root.string()).reason, "no process with PID 555");
+  EXPECT_EQ(resolve_target(by_pid, root.string()).error(), "no process with PID 555");
   by_pid.pid = 200;
-  EXPECT_EQ(resolve_target(by_pid, root.string()).reason,
+  EXPECT_EQ(resolve_target(by_pid, root.string()).error(),
             "PID 200 is a thread of process 199, not a process");
 }
 
@@ -462,12 +464,13 @@ TEST(ResolveTarget, MissingProcRoot) {
   target_spec spec;
   spec.name = "foo";
   const auto result = resolve_target(spec, "/nonexistent-proc-root");
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "/nonexistent-proc-root: No such file or directory");
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "/nonexistent-proc-root: No such file or directory");
+  EXPECT_EQ(result.error_code(), ENOENT);
 }
 
 TEST(ResolveTarget, NothingConfigured) {
-  EXPECT_EQ(resolve_target(target_spec{}).reason, "no target configured");
+  EXPECT_EQ(resolve_target(target_spec{}).error(), "no target configured");
 }
 
 // --- never these processes (issue 8, item 7)
@@ -488,15 +491,15 @@ TEST(ResolveTarget, NeverPidOneTheShimOrItsParent) {
     target_spec by_pid;
     by_pid.pid = pid;
     const auto direct = resolve_target(by_pid);
-    EXPECT_TRUE(direct.pids.empty()) << pid;
-    EXPECT_EQ(direct.reason, why);
+    EXPECT_FALSE(direct.ok()) << pid;
+    EXPECT_EQ(direct.error(), why);
 
     write_file(pidfile, std::to_string(pid) + "\n");
     target_spec by_file;
     by_file.pidfile = pidfile.string();
     const auto from_file = resolve_target(by_file);
-    EXPECT_TRUE(from_file.pids.empty()) << pid;
-    EXPECT_EQ(from_file.reason, "pidfile " + pidfile.string() + ": " + why);
+    EXPECT_FALSE(from_file.ok()) << pid;
+    EXPECT_EQ(from_file.error(), "pidfile " + pidfile.string() + ": " + why);
   }
 }
 
@@ -522,9 +525,9 @@ TEST(ResolveTarget, NameMatchesOnlyTheWantedUser) {
   const auto nobodys = test_child::named(name, false, kNobody);
   target_spec spec;
   spec.name = name;
-  EXPECT_EQ(resolve_target(spec).pids, std::vector<pid_t>{roots->pid()});
+  EXPECT_EQ(resolve_target(spec).value(), std::vector<pid_t>{roots->pid()});
   spec.name_uid = kNobody;
-  EXPECT_EQ(resolve_target(spec).pids, std::vector<pid_t>{nobodys->pid()});
+  EXPECT_EQ(resolve_target(spec).value(), std::vector<pid_t>{nobodys->pid()});
 }
 
 // --- pidfile trust, like systemd's PIDFile= (issue 8, item 7)
@@ -652,9 +655,9 @@ TEST(ResolveTarget, UntrustedPidfileIsNotRead) {
   write_file(spec.pidfile, std::to_string(child.pid()));
   ASSERT_EQ(::chmod(spec.pidfile.c_str(), 0666), 0);
   const auto result = resolve_target(spec);
-  EXPECT_TRUE(result.pids.empty());
-  EXPECT_EQ(result.reason, "pidfile " + spec.pidfile + " is not trusted: " + spec.pidfile +
-                               " is writable by group or others (mode 0666)");
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(result.error(), "pidfile " + spec.pidfile + " is not trusted: " + spec.pidfile +
+                                " is writable by group or others (mode 0666)");
 }
 
 TEST(CheckTargetAtStart, AnExistingUntrustedPidfileIsAnError) {
