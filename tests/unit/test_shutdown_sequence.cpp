@@ -1207,7 +1207,8 @@ TEST(ShutdownSequence, ACancelledShutdownThatBeganInADrillIsReadyAgainAndTheDril
   e.prepare_for_shutdown(t0 + 1s);
   EXPECT_EQ(e.signals, 0);
   e.cancel(t0 + 2s);
-  EXPECT_FALSE(e.machine.phase().drilling()) << "the drill became the shutdown; it does not come back";
+  EXPECT_FALSE(e.machine.phase().drilling())
+      << "the drill became the shutdown; it does not come back";
   EXPECT_FALSE(e.machine.phase().draining());
   EXPECT_EQ(e.readies, 1);
   EXPECT_EQ(e.signals, 0);
