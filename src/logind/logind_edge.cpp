@@ -14,20 +14,7 @@ void logind_edge::start() {
   const auto why = fmt::format(
       "Keeping the reboot until kube-apiserver has left the load balancer (drain {}, up to {})",
       format_duration(cfg_.drain_delay), format_duration(cfg_.drain_delay + cfg_.exit_timeout));
-  inhibitor_ = std::make_unique<logind_inhibitor>(
-      io_, log_, why,
-      logind_inhibitor::handlers{
-          .prepare_for_shutdown =
-              [this](bool active, const std::string& cause) {
-                on_.prepare_for_shutdown(active, cause);
-              },
-          .preparing_read = [this](bool preparing) { on_.preparing_read(preparing); },
-          .lock_changed = [this](logind_inhibitor::lock_state state,
-                                 const std::string& detail) { on_lock_changed(state, detail); },
-          .first_attempt_done = [this](const result<>& outcome) { on_first_attempt(outcome); },
-          .inhibit_delay_read = [this](std::uint64_t usec) { on_inhibit_delay(usec); },
-          .delay_locks_listed = [this](const auto& locks) { on_.delay_locks_listed(locks); },
-      });
+  inhibitor_ = std::make_unique<logind_inhibitor>(io_, log_, why, *this);
   manager_ = std::make_unique<systemd_manager>(io_);
   if (cfg_.ensure_inhibit_delay != ensure_mode::off) {
     ensurer_ = std::make_unique<inhibit_delay_ensurer>(
@@ -79,7 +66,7 @@ void logind_edge::start() {
                 log_.info(
                     fmt::format("connecting to the system bus again in {}", format_duration(delay)),
                     {{"why", why}});
-                if (!first_attempt_done_) on_first_attempt(result<>::failure(why));
+                if (!first_attempt_done_) first_attempt_done(result<>::failure(why));
               },
       });
   bus_->start();
@@ -98,7 +85,7 @@ void logind_edge::on_lost(const std::string& why) {
   inhibitor_->lost(why);
 }
 
-void logind_edge::on_lock_changed(logind_inhibitor::lock_state state, const std::string& detail) {
+void logind_edge::lock_changed(logind_inhibitor::lock_state state, const std::string& detail) {
   using lock = logind_inhibitor::lock_state;
   using shown = logind_row::inhibitor_state;
   switch (state) {
@@ -121,7 +108,7 @@ void logind_edge::on_lock_changed(logind_inhibitor::lock_state state, const std:
   on_.row_changed();
 }
 
-void logind_edge::on_first_attempt(const result<>& outcome) {
+void logind_edge::first_attempt_done(const result<>& outcome) {
   if (first_attempt_done_) return;
   first_attempt_done_ = true;
   if (row_.inhibitor == logind_row::inhibitor_state::pending) {
@@ -130,7 +117,7 @@ void logind_edge::on_first_attempt(const result<>& outcome) {
   on_.first_attempt_done(outcome);
 }
 
-void logind_edge::on_inhibit_delay(std::uint64_t usec) {
+void logind_edge::inhibit_delay_read(std::uint64_t usec) {
   row_.delay_max_usec = usec;
   if (auto warning = row_.delay_warning(cfg_.drain_delay + cfg_.exit_timeout)) {
     log_.warning(*warning, {{"InhibitDelayMaxUSec", std::to_string(usec)}});

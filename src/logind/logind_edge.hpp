@@ -24,7 +24,7 @@ namespace shim {
 // (logind_inhibitor), PID 1's manager (systemd_manager) and --ensure-inhibit-delay
 // (inhibit_delay_ensurer). It writes its rows of the status table (logind_row) and
 // reports what the state machine must hear through logind_events. Absent with --inhibit=off.
-class logind_edge {
+class logind_edge : public logind_inhibitor::events {
  public:
   logind_edge(boost::asio::io_context& io, logind_settings cfg, logger& log, event_recorder& events,
               logind_row& row, logind_events& on);
@@ -33,18 +33,28 @@ class logind_edge {
 
   void start();
 
-  // PID 1's SystemState ("running", "stopping", ...), or why it could not be read; from the loop.
-  // Reads PID 1's SystemState; the answer comes as system_state_read().
+  // Reads PID 1's SystemState ("running", "stopping", ...); the answer, or why it could not be
+  // read, comes from the loop as logind_events::system_state_read().
   void ask_system_state();
   // Closes the lock (the shutdown goes on), or takes it again after a cancel.
   void release() { inhibitor_->release(); }
   void retake() { inhibitor_->retake(); }
 
+  // logind_inhibitor::events: what logind says, into the rows and on to the daemon (the unit
+  // tests call these as the inhibitor does).
+  void prepare_for_shutdown(bool active, const std::string& cause) override {
+    on_.prepare_for_shutdown(active, cause);
+  }
+  void preparing_read(bool preparing) override { on_.preparing_read(preparing); }
+  void lock_changed(logind_inhibitor::lock_state state, const std::string& detail) override;
+  void first_attempt_done(const result<>& outcome) override;
+  void inhibit_delay_read(std::uint64_t usec) override;
+  void delay_locks_listed(const std::vector<logind_inhibitor::listed_lock>& locks) override {
+    on_.delay_locks_listed(locks);
+  }
+
  private:
   void on_lost(const std::string& why);
-  void on_lock_changed(logind_inhibitor::lock_state state, const std::string& detail);
-  void on_first_attempt(const result<>& outcome);
-  void on_inhibit_delay(std::uint64_t usec);
 
   boost::asio::io_context& io_;
   const logind_settings cfg_;

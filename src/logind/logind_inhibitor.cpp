@@ -24,8 +24,8 @@ constexpr std::string_view kOperationInProgress = "org.freedesktop.login1.Operat
 }  // namespace
 
 logind_inhibitor::logind_inhibitor(boost::asio::io_context& io, logger& log, std::string why,
-                                   handlers h)
-    : io_(io), log_(log), why_(std::move(why)), handlers_(std::move(h)), retry_timer_(io) {}
+                                   events& on)
+    : io_(io), log_(log), why_(std::move(why)), on_(on), retry_timer_(io) {}
 
 logind_inhibitor::~logind_inhibitor() { drop_connection(); }
 
@@ -61,15 +61,13 @@ void logind_inhibitor::connected(bus_connection& bus) {
                   "member='NameOwnerChanged',arg0='{1}'",
                   kBusDriver, kLogind),
       [this](sd_bus_message* m) { on_owner_changed(m); });
-  if (handlers_.delay_locks_listed) {
-    properties_match_ =
-        add_match(bus,
-                  fmt::format("type='signal',sender='{}',path='{}',interface='org.freedesktop.DBus."
-                              "Properties',member='PropertiesChanged',arg0='{}'",
-                              kLogind, kLogindPath, kLogindManager),
-                  [this](sd_bus_message* m) { on_properties_changed(m); });
-  }
-  if (!prepare_match_ || !owner_match_ || (handlers_.delay_locks_listed && !properties_match_)) {
+  properties_match_ =
+      add_match(bus,
+                fmt::format("type='signal',sender='{}',path='{}',interface='org.freedesktop.DBus."
+                            "Properties',member='PropertiesChanged',arg0='{}'",
+                            kLogind, kLogindPath, kLogindManager),
+                [this](sd_bus_message* m) { on_properties_changed(m); });
+  if (!prepare_match_ || !owner_match_ || !properties_match_) {
     // The connection cannot even queue a message: bus_link will see it lost.
     log_.warning("could not subscribe to logind's signals");
     return;
@@ -186,13 +184,13 @@ void logind_inhibitor::read_properties() {
                                     {{"error", reply ? "bad reply" : reply.error()}});
                        return;
                      }
-                     if (handlers_.preparing_read) handlers_.preparing_read(preparing != 0);
+                     on_.preparing_read(preparing != 0);
                    });
   delay_call_ = delay_read([this](result<std::uint64_t> usec) {
     if (!usec) {
       log_.warning("could not read InhibitDelayMaxUSec", {{"error", usec.error()}});
-    } else if (handlers_.inhibit_delay_read) {
-      handlers_.inhibit_delay_read(usec.value());
+    } else {
+      on_.inhibit_delay_read(usec.value());
     }
   });
 }
@@ -239,13 +237,13 @@ void logind_inhibitor::retake() {
 
 void logind_inhibitor::report(lock_state state, const std::string& detail) {
   state_ = state;
-  if (handlers_.lock_changed) handlers_.lock_changed(state, detail);
+  on_.lock_changed(state, detail);
 }
 
 void logind_inhibitor::first_attempt(const result<>& outcome) {
   if (first_done_) return;
   first_done_ = true;
-  if (handlers_.first_attempt_done) handlers_.first_attempt_done(outcome);
+  on_.first_attempt_done(outcome);
 }
 
 void logind_inhibitor::on_prepare_for_shutdown(sd_bus_message* m) {
@@ -260,10 +258,8 @@ void logind_inhibitor::on_prepare_for_shutdown(sd_bus_message* m) {
     log_.warning("ignoring PrepareForShutdown with a wrong signature", {{"sender", from}});
     return;
   }
-  if (handlers_.prepare_for_shutdown) {
-    handlers_.prepare_for_shutdown(active != 0, fmt::format("PrepareForShutdown({}) from {}",
-                                                            active ? "true" : "false", from));
-  }
+  on_.prepare_for_shutdown(
+      active != 0, fmt::format("PrepareForShutdown({}) from {}", active ? "true" : "false", from));
 }
 
 void logind_inhibitor::on_properties_changed(sd_bus_message* m) {
@@ -299,7 +295,7 @@ bool logind_inhibitor::names_delay_inhibited(sd_bus_message* m) {
 }
 
 void logind_inhibitor::list_locks() {
-  if (!handlers_.delay_locks_listed || !bus_ || logind_owner_.empty()) return;
+  if (!bus_ || logind_owner_.empty()) return;
   if (list_call_.in_flight()) {
     relist_ = true;
     return;
@@ -332,7 +328,7 @@ void logind_inhibitor::locks_listed(result<sd_bus_message*> reply) {
     log_.warning("could not read logind's list of locks", {{"error", std::strerror(-r)}});
     return;
   }
-  handlers_.delay_locks_listed(locks);
+  on_.delay_locks_listed(locks);
 }
 
 void logind_inhibitor::on_owner_changed(sd_bus_message* m) {

@@ -18,8 +18,8 @@
 namespace shim {
 
 // The systemd-logind delay lock on "shutdown", and what logind says about shutdowns. It rides on
-// the connection bus_link keeps up, and reports through handlers; it owns no other state of the
-// shim.
+// the connection bus_link keeps up, and reports through its events interface (logind_edge
+// implements it); it owns no other state of the shim.
 //
 // Who logind is: only the bus driver says. A NameOwnerChanged for org.freedesktop.login1 counts
 // only when its sender is org.freedesktop.DBus (any peer may send a unicast signal that sd-bus's
@@ -46,25 +46,29 @@ class logind_inhibitor {
     retrying,  // not held, or not known to be (the bus is down); retrying
     released,  // closed on purpose (release()) until retake()
   };
-  struct handlers {
+  class events {
+   public:
     // PrepareForShutdown(active) from logind.
-    std::function<void(bool active, const std::string& cause)> prepare_for_shutdown;
+    virtual void prepare_for_shutdown(bool active, const std::string& cause) = 0;
     // PreparingForShutdown, read after each connection to logind: no change signal exists for it,
     // so a shutdown already under way, or one that a restarted logind forgot, is seen only by
     // asking.
-    std::function<void(bool preparing)> preparing_read;
-    std::function<void(lock_state state, const std::string& detail)> lock_changed;
+    virtual void preparing_read(bool preparing) = 0;
+    virtual void lock_changed(lock_state state, const std::string& detail) = 0;
     // The first attempt at the lock is over (held, or why not).
-    std::function<void(const result<>& outcome)> first_attempt_done;
+    virtual void first_attempt_done(const result<>& outcome) = 0;
     // InhibitDelayMaxUSec, read after every lock taken.
-    std::function<void(std::uint64_t usec)> inhibit_delay_read;
+    virtual void inhibit_delay_read(std::uint64_t usec) = 0;
     // The delay locks logind lists (at most kMaxListedLocks), read after each connection to
     // logind and whenever logind says its locks changed (PropertiesChanged of DelayInhibited,
-    // sent for every lock taken or released). Null: the list is never read.
-    std::function<void(const std::vector<listed_lock>& locks)> delay_locks_listed;
+    // sent for every lock taken or released).
+    virtual void delay_locks_listed(const std::vector<listed_lock>& locks) = 0;
+
+   protected:
+    ~events() = default;
   };
 
-  logind_inhibitor(boost::asio::io_context& io, logger& log, std::string why, handlers h);
+  logind_inhibitor(boost::asio::io_context& io, logger& log, std::string why, events& on);
   ~logind_inhibitor();
   logind_inhibitor(const logind_inhibitor&) = delete;
   logind_inhibitor& operator=(const logind_inhibitor&) = delete;
@@ -104,7 +108,7 @@ class logind_inhibitor {
   boost::asio::io_context& io_;
   logger& log_;
   std::string why_;
-  handlers handlers_;
+  events& on_;
 
   bus_connection* bus_ = nullptr;  // bus_link's; null while down
   slot_ptr prepare_match_;
