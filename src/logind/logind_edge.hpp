@@ -24,7 +24,7 @@ namespace shim {
 // (logind_inhibitor), PID 1's manager (systemd_manager) and --ensure-inhibit-delay
 // (inhibit_delay_ensurer). It writes its rows of the status table (logind_row) and
 // reports what the state machine must hear through logind_events. Absent with --inhibit=off.
-class logind_edge : public logind_inhibitor::events {
+class logind_edge final : public logind_inhibitor::events {
  public:
   logind_edge(boost::asio::io_context& io, logind_settings cfg, logger& log, event_recorder& events,
               logind_row& row, logind_events& on);

@@ -67,14 +67,15 @@ void check_plan(std::string_view text, std::chrono::nanoseconds hold) {
   const auto& paths = scratch_paths();
   const fs::path dropin = paths.dropin_dirs.front() / "10-fuzz.conf";
   std::ofstream(dropin, std::ios::binary | std::ios::trunc) << text;
-  const auto plan = shim::plan_inhibit_delay(paths, hold);
+  const auto planned = shim::plan_inhibit_delay(paths, hold);
   const auto settings = shim::inhibit_delay_settings(dropin, text);
-  if (!plan.error.empty()) {
+  if (!planned) {
     bool unknown = false;
     for (const auto& s : settings) unknown = unknown || !s.usec;
     check(unknown);
     return;
   }
+  const auto& plan = planned.value();
   check(plan.write_usec >= plan.needed_usec);
   check(plan.write_usec == kInfinityUsec || plan.write_usec % 1'000'000 == 0);
   for (const auto& s : settings) check(plan.write_usec >= *s.usec);
