@@ -77,6 +77,17 @@ inline std::string read_file(const std::string& path) {
 }
 
 // Everything written to a memfd (a regular file, so a logger writes it at once).
+// The records of one kind in an event log file, in order.
+inline std::vector<json_object> event_records(const std::string& path, std::string_view kind) {
+  std::vector<json_object> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto record = parse_object(line);
+    if (get(record, "event").text == kind) out.push_back(std::move(record));
+  }
+  return out;
+}
+
 class captured_output {
  public:
   captured_output() : fd_(::memfd_create("log", MFD_CLOEXEC | MFD_ALLOW_SEALING)) {

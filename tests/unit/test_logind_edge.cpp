@@ -51,13 +51,11 @@ struct edge_run {
   explicit edge_run(logind_settings cfg = {.drain_delay = 30s, .exit_timeout = 90s})
       : edge(io, std::move(cfg), log, events, row, daemon) {}
 
-  // The event log's records of one kind, with their cause.
+  // The causes of the event log's records of one kind.
   std::vector<std::string> causes(std::string_view kind) const {
     std::vector<std::string> out;
-    std::ifstream in(events_path);
-    for (std::string line; std::getline(in, line);) {
-      const auto record = test::parse_object(line);
-      if (test::get(record, "event").text == kind) out.push_back(test::get(record, "cause").text);
+    for (const auto& r : test::event_records(events_path, kind)) {
+      out.push_back(test::get(r, "cause").text);
     }
     return out;
   }

@@ -61,13 +61,7 @@ struct watch_run final : target_events {
 
   // The event log's records of one kind.
   std::vector<flat_json_object> records(std::string_view kind) const {
-    std::vector<flat_json_object> out;
-    std::ifstream in(events_path);
-    for (std::string line; std::getline(in, line);) {
-      auto record = test::parse_object(line);
-      if (test::get(record, "event").text == kind) out.push_back(std::move(record));
-    }
-    return out;
+    return test::event_records(events_path, kind);
   }
 
   target_watch::settings cfg;
