@@ -34,10 +34,6 @@ control_desk::control_desk(boost::asio::io_context& io, settings s, sequence_run
                   })) {}
 
 void control_desk::listen(const std::filesystem::path& dir) {
-  std::error_code ec;
-  if (std::filesystem::create_directory(dir, ec)) {
-    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
-  }
   try {
     server_.listen(dir / kControlSocketName);
   } catch (const std::system_error& e) {

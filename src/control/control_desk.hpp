@@ -33,7 +33,7 @@ class control_desk {
   control_desk(const control_desk&) = delete;
   control_desk& operator=(const control_desk&) = delete;
 
-  // Listens at dir/control.sock, making dir (0700) if it is missing. Not a reason to stop: the
+  // Listens at dir/control.sock (dir: the claimed state directory). Not a reason to stop: the
   // shim works without it, and says why there is none.
   void listen(const std::filesystem::path& dir);
   void stop() { server_.stop(); }

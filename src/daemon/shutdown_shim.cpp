@@ -44,6 +44,9 @@ shutdown_shim::shutdown_shim(boost::asio::io_context& io, const config& cfg, log
 shutdown_shim::~shutdown_shim() = default;
 
 void shutdown_shim::start() {
+  auto claimed = claimed_directory::claim(state_directory(cfg_));
+  if (!claimed) throw std::runtime_error(claimed.error());
+  state_dir_.emplace(std::move(claimed.value()));
   // Signals first, so that a SIGTERM during start-up already runs the sequence.
   // As PID 1 (a container's init) every orphan is ours to reap.
   signals_.start(cfg_.target.wrapper() && getpid() == 1);
@@ -54,7 +57,7 @@ void shutdown_shim::start() {
   planner_.start();
   records_.started();
   status_.previous = recall_previous_shutdown(cfg_.event_log, log_, events_);
-  control_.listen(state_directory(cfg_));
+  control_.listen(state_dir_->path());
 
   // Only now: what the record says was signalled never counts as the target.
   target_.start();

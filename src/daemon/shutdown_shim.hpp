@@ -21,6 +21,7 @@
 #include "process/target_watch.hpp"
 #include "readiness/shim_status.hpp"
 #include "upstream/upstream_check.hpp"
+#include "util/claimed_directory.hpp"
 
 namespace shim {
 
@@ -48,8 +49,9 @@ class shutdown_shim final : logind_events, target_events, kubelet_events, signal
   shutdown_shim(const shutdown_shim&) = delete;
   shutdown_shim& operator=(const shutdown_shim&) = delete;
 
-  // Binds the listeners, starts the child (wrapper mode) and the bus, installs the signal
-  // handlers. Throws std::system_error when something cannot be started.
+  // Claims the state directory, binds the listeners, starts the child (wrapper mode) and the bus,
+  // installs the signal handlers. Throws when something cannot be started: a state directory root
+  // may not trust, or one another shim holds, is such a thing (the one-signal rule rests on it).
   void start();
 
   // Runs the loop until the shim's work is done.
@@ -94,6 +96,7 @@ class shutdown_shim final : logind_events, target_events, kubelet_events, signal
   const config& cfg_;
   logger& log_;
   event_recorder& events_;
+  std::optional<claimed_directory> state_dir_;  // claimed first in start()
   shim_status status_;
   sequence_runner runner_;
   load_balancer_watch lb_;

@@ -1,6 +1,8 @@
 #include "http/control_client.hpp"
 
+#include <fmt/format.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
@@ -65,6 +67,37 @@ std::string failure_text(const std::filesystem::path& socket_path, const beast::
   return std::string(step) + " on " + where + ": " + ec.message();
 }
 
+// Why what listens at `socket_path` may not speak for a shim, which is root's (issue 35, item 9: a
+// socket planted where others may write made root's `status` print "ready"); nullopt when it may.
+// The file is checked before the connect, the listener's uid (SO_PEERCRED) after it.
+std::optional<std::string> not_roots_file(const std::filesystem::path& socket_path) {
+  struct stat st {};
+  if (::lstat(socket_path.c_str(), &st) != 0) return std::nullopt;  // the connect says why
+  if (!S_ISSOCK(st.st_mode)) {
+    return fmt::format("refusing {}: it is not a socket (mode {:o})", socket_path.string(),
+                       st.st_mode);
+  }
+  if (st.st_uid != 0) {
+    return fmt::format("refusing {}: it is owned by uid {}, not by root as a shim's socket is",
+                       socket_path.string(), st.st_uid);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> not_roots_listener(const std::filesystem::path& socket_path, int fd) {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0) {
+    return fmt::format("refusing {}: SO_PEERCRED: {}", socket_path.string(),
+                       errno_text(errno, "getsockopt"));
+  }
+  if (peer.uid != 0) {
+    return fmt::format("refusing {}: the process listening on it (PID {}) runs as uid {}, not root",
+                       socket_path.string(), peer.pid, peer.uid);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool is_no_daemon(const result<control_answer>& failed) {
@@ -107,8 +140,14 @@ result<control_answer> control_request(const std::filesystem::path& socket_path,
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return R::errno_failure(errno, "socket for " + socket_path.string());
   socket.assign(local(), fd);
+  if (auto why = not_roots_file(socket_path)) return R::failure(std::move(*why));
   socket.async_connect(endpoint, [&](beast::error_code ec) {
     if (ec) return fail(ec, "connect");
+    if (auto why = not_roots_listener(socket_path, socket.native_handle())) {
+      failed = R::failure(std::move(*why));
+      done = true;
+      return;
+    }
     asio::async_write(socket, asio::buffer(request), [&](beast::error_code, std::size_t) {
       // Read even when the write failed: a peer that answered before it read the request (a
       // refusal) and closed is still to be heard.

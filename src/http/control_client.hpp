@@ -27,7 +27,9 @@ struct control_client_limits {
 // such as "/status"; no body), in HTTP/1.1 with Connection: close. Blocks the calling thread for
 // up to limits.timeout: for the CLI only, never on the shim's loop. Any complete answer is a
 // success, whatever its status (403 "root only" too); the failure is one line naming the socket,
-// with the errno where a system call failed (is_no_daemon reads it).
+// with the errno where a system call failed (is_no_daemon reads it). Only root's shim is heard: a
+// socket file not owned by root, or a listener whose uid is not 0, is refused (errno 0) before a
+// byte of its answer is read.
 result<control_answer> control_request(const std::filesystem::path& socket_path,
                                        std::string_view method, std::string_view target,
                                        control_client_limits limits = {});

@@ -1,19 +1,16 @@
 #include "process/signal_record.hpp"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <string_view>
 #include <system_error>
 
 #include "util/atomic_file.hpp"
 #include "util/boot_id.hpp"
 #include "util/small_file.hpp"
+#include "util/trusted_file.hpp"
 
 namespace shim {
 
@@ -48,21 +45,6 @@ std::optional<shutdown_record::signalled_process> parse_signalled(std::string_vi
   return p;
 }
 
-// Only a directory that nobody else may write to can say what root must not signal.
-std::optional<std::string> untrusted_directory(const std::filesystem::path& dir) {
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0)
-    return fmt::format("{}: {}", dir.string(), std::strerror(errno));
-  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
-    return fmt::format("{} is owned by uid {}", dir.string(), st.st_uid);
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return fmt::format("{} is writable by group or others (mode {:o})", dir.string(),
-                       st.st_mode & 07777);
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 bool shutdown_record::was_signalled(const process_identity& p) const {
@@ -87,7 +69,11 @@ result<shutdown_record> signal_record::load() const {
   const auto text = read_small_file_if_exists(file_, kMaxBytes);
   if (!text) return loaded::failure_from(text, "read ");
   if (!text.value()) return loaded::success(record);
-  if (auto why = untrusted_directory(dir_)) return loaded::failure("not trusted: " + *why);
+  // Only a directory that nobody else may write to can say what root must not signal; the shim
+  // claimed it at start (claimed_directory), and it is checked as it is read.
+  if (auto dir = open_trusted_directory(dir_.string(), "record of signalled processes"); !dir) {
+    return loaded::failure_from(dir, "not trusted: ");
+  }
 
   std::string_view rest = *text.value();
   bool header = true;

@@ -67,9 +67,9 @@ std::string step(const std::string& where, const std::string& name) {
   return where == "/" ? "/" + name : where + "/" + name;
 }
 
-}  // namespace
-
-result<unique_fd> open_trusted_file(const std::string& path, std::string_view noun) {
+// The walk both open_trusted_file and open_trusted_directory take: `directory`, the path names
+// the directory that holds what the shim trusts, and its O_PATH descriptor is the result.
+result<unique_fd> open_trusted(const std::string& path, std::string_view noun, bool directory) {
   using R = result<unique_fd>;
   auto fail = [&path](int error) { return R::errno_failure(error, path); };
   auto refuse = [](std::string why) { return R::failure(std::move(why)); };
@@ -123,6 +123,10 @@ result<unique_fd> open_trusted_file(const std::string& path, std::string_view no
       continue;
     }
     if (S_ISDIR(st.st_mode)) {
+      if (todo.empty() && directory) {
+        if (auto why = untrusted_directory(here, st, true, noun)) return refuse(*why);
+        return R::success(std::move(fd));
+      }
       if (todo.empty()) return fail(EISDIR);
       // Whether it holds the pidfile is known only at the last step, which checks it once more.
       if (auto why = untrusted_directory(here, st, false, noun)) return refuse(*why);
@@ -131,7 +135,7 @@ result<unique_fd> open_trusted_file(const std::string& path, std::string_view no
       where = here;
       continue;
     }
-    if (!todo.empty()) return fail(ENOTDIR);
+    if (!todo.empty() || directory) return fail(ENOTDIR);
 
     if (auto why = untrusted_directory(where, dir_st, true, noun)) return refuse(*why);
     if (!S_ISREG(st.st_mode)) return refuse(fmt::format("{} is not a regular file", here));
@@ -153,6 +157,16 @@ result<unique_fd> open_trusted_file(const std::string& path, std::string_view no
     return R::success(std::move(file));
   }
   return fail(EISDIR);  // the path was "/" (or only "." and "..")
+}
+
+}  // namespace
+
+result<unique_fd> open_trusted_file(const std::string& path, std::string_view noun) {
+  return open_trusted(path, noun, false);
+}
+
+result<unique_fd> open_trusted_directory(const std::string& path, std::string_view noun) {
+  return open_trusted(path, noun, true);
 }
 
 }  // namespace shim

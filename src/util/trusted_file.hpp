@@ -30,4 +30,9 @@ namespace shim {
 // holds the pidfile, ...").
 result<unique_fd> open_trusted_file(const std::string& path, std::string_view noun);
 
+// The same walk to a directory that is to hold what root trusts (the shim's state: the record of
+// signalled processes, the control socket), checked as the directory that holds a pidfile is: its
+// O_PATH descriptor when it may be trusted.
+result<unique_fd> open_trusted_directory(const std::string& path, std::string_view noun);
+
 }  // namespace shim

@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -111,7 +112,9 @@ class PodmanKubePlay : public shim_it::ShimTest {
     std::string container(const std::string& c) const { return name + "-" + c; }
   };
 
-  pod play(const std::string& manifest_name) {
+  // apiserver_delay: the stand-in's --shutdown-delay-duration, how long it serves after SIGTERM.
+  pod play(const std::string& manifest_name,
+           const std::string& apiserver_delay = kApiserverShutdownDelay) {
     sandbox::node_sandbox& node = sb();
     pod p;
     p.name = fmt::format("shim-test-{}-{}", ::getpid(), ++pods_);
@@ -141,7 +144,7 @@ class PodmanKubePlay : public shim_it::ShimTest {
                                 "--exit-timeout",
                                 kExitTimeout,
                                 "--apiserver-shutdown-delay",
-                                kApiserverShutdownDelay});
+                                apiserver_delay});
     EXPECT_EQ(rewritten.status, 0) << rewritten.output;
     played_.push_back(p.name);
     const auto played = run({podman(), "kube", "play", manifest.string()});
@@ -326,6 +329,62 @@ TEST_F(PodmanKubePlay, SidecarFindsKubeApiserverByNameAndHoldsARebootWithOneSigt
   EXPECT_EQ(sandbox::json_string_field(forwarded->line, "target_pid").value_or(""),
             apiserver_in_pod)
       << forwarded->line;
+}
+
+// Issue 35, item 1: the sidecar's state volume is a memory emptyDir, a tmpfs whose root is mode
+// 1777. The shim kept its record there, could not trust it after a restart, and signalled
+// kube-apiserver again (2 SIGTERMs). Now the volume is /run and the shim's directory in it is its
+// own: killed mid-hold and started again, as kubelet restarts a container, it signals nothing more.
+TEST_F(PodmanKubePlay, SidecarKilledDuringAHoldAndRestartedSignalsKubeApiserverOnce) {
+  // The stand-in serves long after its SIGTERM, so that it outlasts the restart: a second SIGTERM
+  // would make it exit at once.
+  const auto p = play("kube-apiserver-sidecar.yaml", "60s");
+  ASSERT_TRUE(wait_ready(p)) << "the sidecar never became ready with its lock";
+  const pid_t shim = host_pid(p, "shutdown-shim");
+  ASSERT_GT(shim, 0);
+  // The volume as the manifest mounts it: a tmpfs of mode 1777, and the shim's directory in it.
+  const auto mounts = sandbox::read_text_file(fmt::format("/proc/{}/mountinfo", shim));
+  EXPECT_NE(mounts.find(" /run rw,"), std::string::npos) << mounts;
+  struct stat volume {};
+  struct stat state {};
+  ASSERT_EQ(::stat(fmt::format("/proc/{}/root/run", shim).c_str(), &volume), 0);
+  ASSERT_EQ(::stat(fmt::format("/proc/{}/root/run/shutdown-shim", shim).c_str(), &state), 0);
+  EXPECT_EQ(volume.st_mode & 07777, 01777u);
+  EXPECT_EQ(state.st_mode & 07777, 0700u);
+
+  // Another delay lock keeps logind waiting while the shim is gone.
+  auto harness_lock = sb().take_inhibitor("containers-restart", "keeps logind waiting");
+  sandbox::http_prober prober(p.shim_port);
+  const auto t0 = sb().reboot();
+  const auto deadline = std::chrono::steady_clock::now() + shim_it::kEventTimeout;
+  while ((stand_in_signals(p, "kube-apiserver").empty() || !first(p, "SignalForwarded")) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(count(p, "SignalForwarded"), 1u) << "the shim never signalled";
+  ASSERT_EQ(::kill(shim, SIGKILL), 0);
+  // As kubelet would restart it (podman's own restart policy may have done so already).
+  EXPECT_EQ(run({podman(), "start", p.container("shutdown-shim")}).status, 0);
+  while (!first(p, "ShutdownResumed") && stand_in_signals(p, "kube-apiserver").size() < 2 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  // A shim that signals again does so at start-up or when the drain it took over ends.
+  std::this_thread::sleep_for(std::chrono::microseconds(kDrainUs) + 1s);
+  const pid_t restarted = host_pid(p, "shutdown-shim");
+  harness_lock.release();
+  held_reboot r;
+  r.reboot_us = t0;
+  r.start = sb().wait_for_start_unit("reboot.target", shim_it::kEventTimeout, t0);
+  prober.stop();
+  r.unready_us = prober.first_failure_at(t0);
+  const auto signals = stand_in_signals(p, "kube-apiserver");
+  figures("sidecar killed mid-hold and restarted", r, signals);
+  EXPECT_NE(restarted, shim) << "the shim's container did not start again";
+  EXPECT_TRUE(first(p, "ShutdownResumed")) << "the restarted shim did not resume the hold";
+  EXPECT_EQ(signals.size(), 1u) << "the restarted shim signalled kube-apiserver again";
+  EXPECT_EQ(count(p, "SignalForwarded"), 1u);
+  EXPECT_TRUE(r.start) << "logind never started reboot.target";
 }
 
 TEST_F(PodmanKubePlay, SidecarStoppedAloneLeavesKubeApiserverAlone) {

@@ -6,7 +6,10 @@
 #include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "shim_harness.hpp"
@@ -28,19 +31,39 @@ class FaultRestart : public ShimTest {
     return o;
   }
 
+  // A memory emptyDir as kubelet and podman mount it: a directory of root's, mode 1777.
+  std::filesystem::path empty_dir_volume() {
+    const auto volume = sb().path("volume");
+    std::filesystem::create_directories(volume);
+    ::chmod(volume.c_str(), 01777);
+    return volume;
+  }
+
+  // The whole of the shim's stderr.
+  static std::string log_of(const shim& s) {
+    std::ostringstream out;
+    out << std::ifstream(s.log).rdbuf();
+    return out.str();
+  }
+
+  // In the sandbox made: starts an apiserver and the shim with `runtime` as its state directory,
+  // reboots, kills it with SIGKILL once it has signalled, restarts it, and checks that the
+  // apiserver had its one signal.
+  void kill_during_a_hold_then_restart(const std::filesystem::path& runtime);
+
   void kill9(shim& s) {
     s.process->signal(SIGKILL);
     ASSERT_TRUE(s.process->wait_for_exit(kEventTimeout)) << "the shim survived SIGKILL";
   }
 };
 
-TEST_F(FaultRestart, KillDuringAHoldThenRestartSignalsTheTargetOnce) {
-  // logind's own limit far beyond the test: the harness's lock decides when the reboot goes on.
-  make_sandbox(logind_delay_max("300"));
+void FaultRestart::kill_during_a_hold_then_restart(const std::filesystem::path& runtime) {
   // The apiserver keeps serving long after its SIGTERM (it outlasts the restart); a second signal
   // would make it exit 1 at once.
   auto api = start_apiserver("kube-apiserver", api_delay("120s"));
-  auto s = start_shim(with_runtime_dir(attach_to(api, kDrain, "30s")));
+  auto options = attach_to(api, kDrain, "30s");
+  options.extra_env.push_back("RUNTIME_DIRECTORY=" + runtime.string());
+  auto s = start_shim(options);
   ASSERT_FALSE(HasFailure());
   ASSERT_TRUE(wait_shim_lock_of(s)) << "the shim never took its lock";
   // Another holder of a delay lock: logind keeps waiting after the shim dies.
@@ -113,6 +136,66 @@ TEST_F(FaultRestart, KillDuringAHoldThenRestartSignalsTheTargetOnce) {
   EXPECT_NE(inhibitor->find("not held"), std::string::npos)
       << "/readyz?verbose does not say the lock is not held: " << *inhibitor;
   EXPECT_TRUE(start) << "no StartUnit(reboot.target) after the harness released its lock";
+}
+
+TEST_F(FaultRestart, KillDuringAHoldThenRestartSignalsTheTargetOnce) {
+  // logind's own limit far beyond the test: the harness's lock decides when the reboot goes on.
+  make_sandbox(logind_delay_max("300"));
+  const auto runtime = sb().path("runtime");
+  std::filesystem::create_directories(runtime);
+  kill_during_a_hold_then_restart(runtime);
+}
+
+// Issue 35, item 1: the DaemonSet and the sidecar kept their state in a memory emptyDir, whose
+// root is mode 1777. The record there could not be trusted, so a shim restarted mid-hold signalled
+// kube-apiserver again (2 SIGTERMs, +0.02 s and +2.55 s). Now the shim refuses such a directory
+// at start, and the manifests mount the volume at /run, where the shim makes its own.
+TEST_F(FaultRestart, AStateDirectoryOthersMayWriteIsRefusedAtStart) {
+  make_sandbox();
+  auto api = start_apiserver("kube-apiserver", api_delay("1s"));
+  auto options = attach_to(api, "2s", "5s");
+  options.extra_env.push_back("RUNTIME_DIRECTORY=" + empty_dir_volume().string());
+  auto s = start_shim(options, /*wait_ready=*/false);
+  const auto status = s.process->wait_for_exit(kEventTimeout);
+  ASSERT_TRUE(status) << "the shim ran with its record where others may write";
+  EXPECT_EQ(sandbox::shell_exit_code(*status), 1) << sandbox::describe_wait_status(*status);
+  const std::string log = log_of(s);
+  EXPECT_NE(log.find("state directory not to be trusted"), std::string::npos) << log;
+  EXPECT_NE(log.find("writable by group or others (mode 1777)"), std::string::npos) << log;
+  EXPECT_TRUE(api.signals().empty());
+}
+
+TEST_F(FaultRestart, KillDuringAHoldWithItsStateInsideAMemoryVolumeSignalsTheTargetOnce) {
+  make_sandbox(logind_delay_max("300"));
+  kill_during_a_hold_then_restart(empty_dir_volume() / "shutdown-shim");
+}
+
+// Issue 35, item 10: two shims on one state directory both signalled at a reboot (2 SIGTERMs); the
+// second only warned that another process listened on the control socket.
+TEST_F(FaultRestart, ASecondShimOnTheSameStateDirectoryRefusesToStart) {
+  make_sandbox();
+  auto api = start_apiserver("kube-apiserver", api_delay("120s"));
+  const auto options = with_runtime_dir(attach_to(api, "2s", "3s"));
+  auto first = start_shim(options);
+  ASSERT_FALSE(HasFailure());
+  ASSERT_TRUE(wait_shim_lock_of(first));
+  auto second = start_shim(options, /*wait_ready=*/false);
+  const auto status = second.process->wait_for_exit(kStartTimeout);
+  EXPECT_TRUE(status) << "a second shim runs on the first one's state directory";
+  if (status) {
+    EXPECT_EQ(sandbox::shell_exit_code(*status), 1) << sandbox::describe_wait_status(*status);
+    const std::string log = log_of(second);
+    EXPECT_NE(log.find(fmt::format("another process (PID {}) holds the state directory",
+                                   first.process->pid())),
+              std::string::npos)
+        << log;
+  }
+  // What the node sees at a reboot either way.
+  const auto t0 = sb().reboot();
+  ASSERT_TRUE(wait_signal_count(api, 1)) << "the apiserver never got its SIGTERM";
+  const auto start = sb().wait_for_start_unit("reboot.target", kEventTimeout, t0);
+  EXPECT_TRUE(start) << "no StartUnit(reboot.target)";
+  EXPECT_EQ(api.signals().size(), 1u) << "two shims signalled the apiserver";
 }
 
 TEST_F(FaultRestart, KillWhileIdleThenRestartRetakesTheLockAndSignalsNothing) {

@@ -79,6 +79,14 @@ inline http_answers recording_answers(std::vector<asked>& log) {
   };
 }
 
+// In a child: become `uid` (and its group, no supplementary groups) for good.
+inline void become(uid_t uid) {
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 ||
+      ::setresuid(uid, uid, uid) != 0) {
+    ::_exit(126);
+  }
+}
+
 struct child_result {
   std::string output;  // what it wrote to its stdout
   int status = -1;     // waitpid's
@@ -113,14 +121,6 @@ class ControlServerTest : public ::testing::Test {
     EXPECT_TRUE(run_until([&] { return done; })) << "the child never finished";
     ::waitpid(pid, &out.status, 0);
     return out;
-  }
-
-  // In a child: become `uid` (and its group, no supplementary groups) for good.
-  static void become(uid_t uid) {
-    if (::setgroups(0, nullptr) != 0 || ::setresgid(uid, uid, uid) != 0 ||
-        ::setresuid(uid, uid, uid) != 0) {
-      ::_exit(126);
-    }
   }
 
   // In a child: a connected socket to `path`, or -1 with errno.

@@ -7,6 +7,8 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
+#include <fstream>
+#include <string_view>
 #include <thread>
 
 #include "control_socket_test_support.hpp"
@@ -144,6 +146,81 @@ TEST_F(ControlClientAsNobody, IsToldTheSocketIsRoots) {
 // Past the file mode, the server's refusal is an answer like any other: the CLI says it.
 TEST_F(ControlClientAsNobody, GetsTheServersRefusalAsAnAnswer) {
   EXPECT_EQ(said_as_nobody(true), "403 root only\n");
+}
+
+// A listener planted at the socket's path, in a child: bound as root, the file then given to
+// `owner`, listening as `listener` (SO_PEERCRED tells the uid that called listen()). It answers
+// every connection with a perfect "ready". Killed and reaped by the destructor.
+class planted_listener {
+ public:
+  planted_listener(const std::filesystem::path& path, uid_t owner, uid_t listener) {
+    int ready[2];
+    EXPECT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_un address{};
+      address.sun_family = AF_UNIX;
+      path.native().copy(address.sun_path, sizeof address.sun_path - 1);
+      if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
+          ::chown(path.c_str(), owner, owner) != 0 || ::chmod(path.c_str(), 0666) != 0) {
+        ::_exit(125);
+      }
+      if (listener != 0) become(listener);
+      if (::listen(fd, 8) != 0 || ::write(ready[1], "x", 1) != 1) ::_exit(124);
+      constexpr std::string_view kReady =
+          "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nready\n";
+      for (;;) {
+        const int c = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) continue;
+        [[maybe_unused]] auto n = ::write(c, kReady.data(), kReady.size());
+        ::close(c);
+      }
+    }
+    ::close(ready[1]);
+    char byte = 0;
+    listening_ = ::read(ready[0], &byte, 1) == 1;
+    ::close(ready[0]);
+  }
+  ~planted_listener() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  bool listening() const { return listening_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool listening_ = false;
+};
+
+// Issue 35, item 9: where others may write the state directory, a socket planted by uid 65534
+// made root's `status` print "ready" and `drill` a perfect result.
+TEST_F(ControlClientTest, RefusesASocketFileNotOwnedByRoot) {
+  planted_listener planted(socket_path, kNobody, 0);
+  ASSERT_TRUE(planted.listening());
+  const auto r = control_request(socket_path, "GET", "/status");
+  ASSERT_FALSE(r.ok()) << "believed " << r.value().status << " " << r.value().body;
+  EXPECT_EQ(r.error(), "refusing " + socket_path.string() +
+                           ": it is owned by uid 65534, not by root as a shim's socket is");
+  EXPECT_EQ(r.error_code(), 0);
+  EXPECT_FALSE(is_no_daemon(r));
+}
+
+TEST_F(ControlClientTest, RefusesAListenerThatIsNotRoot) {
+  planted_listener planted(socket_path, 0, kNobody);
+  ASSERT_TRUE(planted.listening());
+  const auto r = control_request(socket_path, "GET", "/status");
+  ASSERT_FALSE(r.ok()) << "believed " << r.value().status << " " << r.value().body;
+  EXPECT_THAT(r.error(), StartsWith("refusing " + socket_path.string() +
+                                    ": the process listening on it (PID "));
+  EXPECT_THAT(r.error(), HasSubstr("runs as uid 65534, not root"));
+}
+
+TEST_F(ControlClientTest, RefusesWhatIsNotASocket) {
+  std::ofstream(socket_path) << "HTTP/1.1 200 OK\r\n";
+  const auto r = control_request(socket_path, "GET", "/status");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error(), StartsWith("refusing " + socket_path.string() + ": it is not a socket"));
 }
 
 // The real server, in this process: the client blocks, so the server runs on a thread.
