@@ -101,11 +101,17 @@ cut_short_cause find_cut_short_cause(const std::string& boot_id,
   const std::string boot_match = "_BOOT_ID=" + boot_id;
   if (!add_match(j.get(), boot_match) || sd_journal_next(j.get()) <= 0) return out;
 
-  // Only logind's own lines of that boot.
+  // Only logind's own lines of that boot, told by what journald itself records of the sender:
+  // root, and logind's unit or command name. SYSLOG_IDENTIFIER is the sender's to say, and one
+  // entry from uid 65534 saying it turned "SIGKILL or crash" into logind's timeout (issue 35,
+  // item 4).
   sd_journal_flush_matches(j.get());
-  if (!add_match(j.get(), boot_match) || !add_match(j.get(), "SYSLOG_IDENTIFIER=systemd-logind")) {
-    return out;
-  }
+  const bool matched = add_match(j.get(), boot_match) && add_match(j.get(), "_UID=0") &&
+                       add_match(j.get(), "_SYSTEMD_UNIT=systemd-logind.service") &&
+                       sd_journal_add_disjunction(j.get()) >= 0 &&
+                       add_match(j.get(), boot_match) && add_match(j.get(), "_UID=0") &&
+                       add_match(j.get(), "_COMM=systemd-logind");
+  if (!matched) return out;
   out.what = cut_short_cause::kind::shim_died;
   if (unready_us && *unready_us > 0) {
     sd_journal_seek_monotonic_usec(j.get(), id, static_cast<std::uint64_t>(*unready_us));

@@ -19,12 +19,15 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -147,6 +150,17 @@ class PodmanKubePlay : public shim_it::ShimTest {
                                 apiserver_delay});
     EXPECT_EQ(rewritten.status, 0) << rewritten.output;
     played_.push_back(p.name);
+    // A memory emptyDir as kubelet mounts one: a tmpfs, its root mode 1777 (test-manifest made
+    // the directories).
+    const fs::path empty_dirs = p.node_root / "emptydir";
+    if (fs::is_directory(empty_dirs)) {
+      for (const auto& d : fs::directory_iterator(empty_dirs)) {
+        const bool mounted =
+            ::mount("shim-test-emptydir", d.path().c_str(), "tmpfs", 0, "mode=1777,size=1m") == 0;
+        EXPECT_TRUE(mounted) << d.path() << ": " << std::strerror(errno);
+        if (mounted) tmpfs_.push_back(d.path());
+      }
+    }
     const auto played = run({podman(), "kube", "play", manifest.string()});
     EXPECT_EQ(played.status, 0) << played.output;
     return p;
@@ -155,6 +169,7 @@ class PodmanKubePlay : public shim_it::ShimTest {
   void TearDown() override {
     for (const auto& name : played_) run({podman(), "pod", "rm", "--force", "--time", "0", name});
     for (const auto& name : containers_) run({podman(), "rm", "--force", "--time", "0", name});
+    for (const auto& dir : tmpfs_) ::umount2(dir.c_str(), MNT_DETACH);
     ShimTest::TearDown();
   }
 
@@ -294,6 +309,7 @@ class PodmanKubePlay : public shim_it::ShimTest {
   unsigned pods_ = 0;
   std::vector<std::string> played_;
   std::vector<std::string> containers_;
+  std::vector<fs::path> tmpfs_;
 };
 
 TEST_F(PodmanKubePlay, SidecarFindsKubeApiserverByNameAndHoldsARebootWithOneSigterm) {

@@ -106,6 +106,21 @@ def forge(fields):
     os.waitpid(pid, 0)
 
 
+LOGIND_TIMEOUT = ("Delay lock is active (UID 0/root, PID 4242/shutdown-shim) but inhibitor timeout "
+                  "is reached.")
+
+
+def as_logind(work, fields):
+    """An entry from root whose command is systemd-logind (journald records _COMM from the
+    sender's process, which no sender can set): logger(1) copied under logind's name."""
+    sender = os.path.join(work, "systemd-logind")
+    shutil.copy(shutil.which("logger"), sender)
+    r = subprocess.run([sender, "--journald"], input="".join(f"{k}={v}\n" for k, v in
+                                                             fields.items()),
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 0, f"logger --journald as systemd-logind: exit {r.returncode} {r.stderr}")
+
+
 def journal_entries(*matches):
     r = run(["journalctl", "-D", JOURNAL, "-o", "json", "--no-pager", *matches])
     return [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
@@ -129,7 +144,17 @@ def inner(args):
     a = Boot(work, "aaaaaaaa00004000800000000000000a")
     a.write(args.writer, event_log, "Started", "InhibitorTaken", "ShutdownInitiated",
             "SignalForwarded")
+# A forged logind timeout (issue 35, item 4: uid 65534 with logind's identifier and words
+    # turned "SIGKILL or crash" into logind's InhibitDelayMaxSec): report must not believe it.
+    forge({"MESSAGE": LOGIND_TIMEOUT, "SYSLOG_IDENTIFIER": "systemd-logind", "PRIORITY": "4"})
     a.close()
+    # Boot D: cut short again, and this time logind itself says its timeout ended the hold.
+    d = Boot(work, "dddddddd00004000800000000000000d")
+    d.write(args.writer, event_log, "Started", "InhibitorTaken", "ShutdownInitiated",
+            "SignalForwarded")
+    as_logind(work, {"MESSAGE": LOGIND_TIMEOUT, "SYSLOG_IDENTIFIER": "systemd-logind",
+                     "PRIORITY": "4"})
+    d.close()
     # Boot B: a restart, then a whole drain, with kubelet's two-line words; then a forged release
     # (not root) after it, which would make the hold "in progress" if it counted.
     b = Boot(work, "bbbbbbbb00004000800000000000000b")
@@ -149,8 +174,8 @@ def inner(args):
 
     initiated = journal_entries("MESSAGE_ID=" + ids["ShutdownInitiated"])
     by_root = [e for e in initiated if e.get("_UID") == "0"]
-    check(len(by_root) == 2 and len(initiated) == 3,
-          f"journalctl MESSAGE_ID=<ShutdownInitiated> lists the 2 shutdowns (and the forged one):"
+    check(len(by_root) == 3 and len(initiated) == 4,
+          f"journalctl MESSAGE_ID=<ShutdownInitiated> lists the 3 shutdowns (and the forged one):"
           f" {len(by_root)} by root of {len(initiated)}")
     if by_root:
         e = by_root[-1]
@@ -169,8 +194,8 @@ def inner(args):
     every = journal_entries("_UID=0", "_TRANSPORT=journal")
     check(sorted({e["MESSAGE_ID"] for e in every if "MESSAGE_ID" in e} - set(ids.values())) == [],
           "every structured entry has one of kEvents' ids")
-    check(len([e for e in every if "SHUTDOWN_SHIM_EVENT" in e]) == 14,
-          f"14 events structured in the journal: {len(every)}")
+    check(len([e for e in every if "SHUTDOWN_SHIM_EVENT" in e]) == 18,
+          f"18 events structured in the journal: {len(every)}")
     stream = journal_entries("_TRANSPORT=stdout")
     check(not [e for e in stream if "event=" in str(e.get("MESSAGE"))],
           "no event went to the stream as well (the native entry replaces the line)")
@@ -187,8 +212,10 @@ def inner(args):
     rows = [json.loads(line) for line in from_journal.stdout.splitlines()]
     check([(r["boot_id"], r["verdict"], r.get("cut_short_cause")) for r in rows] ==
           [("aaaaaaaa00004000800000000000000a", "cut short", "shim_died"),
+           ("dddddddd00004000800000000000000d", "cut short", "logind_timeout"),
            ("bbbbbbbb00004000800000000000000b", "clean", None)],
-          "verdicts: boot A cut short (the shim died), boot B clean")
+          "verdicts: boot A cut short (the shim died; the forged logind line ignored), boot D "
+          "cut short by logind's timeout (logind's own line), boot B clean")
     check(rows and rows[-1].get("kubelet") == "kubelet drains its pods first\nthen the shim's signal",
           "a two-line message comes back whole")
     table_log = report(args.shim, "--event-log=" + event_log)
