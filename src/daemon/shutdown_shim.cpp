@@ -123,7 +123,9 @@ void shutdown_shim::carry_out(const seq::action& a) {
       // Only a cancel asks for this: the shutdown is over without a reboot.
       target_.forget_shutdown();
       if (logind_) logind_->retake();
-      return;
+      // The hold is over even while /readyz stays unready for a target that is down: sampling
+      // went on a sample a second (issue 35, item 7).
+      return lb_.end();
     case kind::exit:
       return request_exit();
     case kind::start_drill:

@@ -41,7 +41,7 @@ class load_balancer_watch {
   }
 
   void begin(clock::time_point t0, unsigned fall);
-  // Stops the sampling; what was measured stays until the next begin().
+  // Stops the sampling and freezes what was measured until the next begin().
   void end();
   bool sampling() const { return sampling_; }
 
@@ -65,8 +65,9 @@ class load_balancer_watch {
   boost::asio::steady_timer timer_;
   bool sampling_ = false;
   bool sample_pending_ = false;
-  std::optional<clock::time_point> ended_;  // the observation is as of then
-  bool sampler_failed_ = false;             // logged once
+  bool baseline_pending_ = false;              // the next sample is the baseline
+  std::optional<checker_observation> frozen_;  // what the checkers saw, as of end()
+  bool sampler_failed_ = false;                // logged once
 };
 
 }  // namespace shim
