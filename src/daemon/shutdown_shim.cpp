@@ -23,8 +23,8 @@ shutdown_shim::shutdown_shim(boost::asio::io_context& io, const config& cfg, log
                                        .settled = [this] { settled(); }}),
       lb_(io, cfg.upstream.enabled() ? cfg.upstream.url.port : 0, log),
       server_(io, status_, {},
-              [this](const boost::asio::ip::address& from, bool ready) {
-                lb_.probe_answered(from, ready);
+              [this](const boost::asio::ip::address& from, bool ready, bool kubelet_probe) {
+                lb_.probe_answered(from, ready, kubelet_probe);
                 status_.last_probe = clock::now();
               }),
       notifier_(io, status_, log),

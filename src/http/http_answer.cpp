@@ -226,7 +226,8 @@ http_answers readiness_answers(const shim_status& status, readyz_observer observ
             const auto sent = append_response(status, counts, request, out);
             if (observer && sent.handler == http_handler::readyz) {
               if (const auto* tcp = std::get_if<tcp_peer>(&peer)) {
-                observer(tcp->address, sent.code == http::status::ok);
+                observer(tcp->address, sent.code == http::status::ok,
+                         request[http::field::user_agent].starts_with("kube-probe/"));
               }
             }
             return sent.keep_alive;

@@ -41,8 +41,10 @@ void append_refusal(http_request_counts& counts, boost::beast::http::status code
 // The connections' answers from `status`, which must outlive them (a connection answers nothing
 // once the server has stopped).
 // Told of each /readyz answer to a TCP peer (the load balancer's health checkers, issue 23):
-// who asked, and whether the answer was 200.
-using readyz_observer = std::function<void(const boost::asio::ip::address& from, bool ready)>;
+// who asked, whether the answer was 200, and whether the request was kubelet's probe (User-Agent
+// kube-probe/...).
+using readyz_observer =
+    std::function<void(const boost::asio::ip::address& from, bool ready, bool kubelet_probe)>;
 
 http_answers readiness_answers(const shim_status& status, readyz_observer observer = {});
 

@@ -41,8 +41,13 @@ constexpr std::size_t kNamedLaggards = 3;
 }  // namespace
 
 checker_observation::checker_observation(unsigned fall, duration elapsed,
-                                         std::vector<checker> checkers)
-    : fall_(fall), elapsed_(elapsed), checkers_(std::move(checkers)) {
+                                         std::vector<checker> checkers,
+                                         std::vector<std::string> not_counted, bool table_full)
+    : fall_(fall),
+      elapsed_(elapsed),
+      checkers_(std::move(checkers)),
+      not_counted_(std::move(not_counted)),
+      table_full_(table_full) {
   std::stable_sort(checkers_.begin(), checkers_.end(), slower);
 }
 
@@ -58,6 +63,20 @@ std::optional<checker_observation::duration> checker_observation::all_fell() con
 }
 
 std::string checker_observation::summary(duration drain_delay) const {
+  std::string text = checkers_summary(drain_delay);
+  for (std::size_t i = 0; i < std::min(not_counted_.size(), kNamedLaggards); ++i) {
+    text += (i == 0 ? "; not counted: " : ", ") + not_counted_[i];
+  }
+  if (not_counted_.size() > kNamedLaggards) {
+    text += fmt::format(" and {} more", not_counted_.size() - kNamedLaggards);
+  }
+  if (table_full_) {
+    text += "; the table of probing addresses was full: newer addresses were not followed";
+  }
+  return text;
+}
+
+std::string checker_observation::checkers_summary(duration drain_delay) const {
   if (checkers_.empty()) {
     return "no remote checker probed /readyz in the minute before: unready cannot take this node "
            "out of a load balancer that checks kube-apiserver itself, the drain rests on "
@@ -109,6 +128,15 @@ log_fields checker_observation::fields(duration drain_delay) const {
     f.emplace_back("lb_fell_ms", ms_text(*last));
     f.emplace_back("lb_drain_left_ms", ms_text(drain_delay - *last));
   }
+  if (!not_counted_.empty()) {
+    f.emplace_back("lb_not_counted", std::to_string(not_counted_.size()));
+    std::string list;
+    for (std::size_t i = 0; i < std::min(not_counted_.size(), kListedCheckers); ++i) {
+      list += (i == 0 ? "" : ", ") + not_counted_[i];
+    }
+    f.emplace_back("lb_not_counted_list", list);
+  }
+  if (table_full_) f.emplace_back("lb_table_full", "1");
   for (std::size_t i = 0; i < std::min(checkers_.size(), kListedCheckers); ++i) {
     const checker& c = checkers_[i];
     const std::string key = fmt::format("lb_checker{}_", i + 1);

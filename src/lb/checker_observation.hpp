@@ -28,11 +28,16 @@ class checker_observation {
   };
 
   // checkers in any order: they are kept slowest first (not fallen yet, then the latest fall).
-  checker_observation(unsigned fall, duration elapsed, std::vector<checker> checkers);
+  // not_counted: the addresses that probed but are no checker, each "ADDRESS (why)"; table_full:
+  // some address was not followed since a minute before t0, the table being full.
+  checker_observation(unsigned fall, duration elapsed, std::vector<checker> checkers,
+                      std::vector<std::string> not_counted = {}, bool table_full = false);
 
   unsigned fall() const { return fall_; }
   duration elapsed() const { return elapsed_; }
   const std::vector<checker>& checkers() const { return checkers_; }
+  const std::vector<std::string>& not_counted() const { return not_counted_; }
+  bool table_full() const { return table_full_; }
   std::size_t fallen() const;
   // When the last checker had seen `fall` not-ready answers in a row; nullopt while some have not
   // (or there is no checker).
@@ -44,6 +49,8 @@ class checker_observation {
   //   probe
   //    since)"
   //   "no remote checker probed /readyz in the minute before: ..."
+  // then, when there are any, "; not counted: 10.0.0.3 (kubelet's readinessProbe, ...)" and
+  // "; the table of probing addresses was full: ...".
   std::string summary(duration drain_delay) const;
   // One checker: "10.0.0.5 every 2.0 s: 6 probes since, first 503 at +0.4 s, 3 x 503 at +4.4 s".
   static std::string describe(const checker& c, unsigned fall);
@@ -51,14 +58,20 @@ class checker_observation {
   // Flat key/values for an event record (durations in whole milliseconds, signed):
   // lb_fall, lb_elapsed_ms, lb_checkers, lb_checkers_fallen, lb_fell_ms and lb_drain_left_ms (when
   // all fell), and for the first kListedCheckers checkers lb_checker<i>_{address,interval_ms,
-  // probes_before,probes_since,first_unready_ms,fell_ms} (i from 1; absent figures left out).
+  // probes_before,probes_since,first_unready_ms,fell_ms} (i from 1; absent figures left out);
+  // lb_not_counted (how many) and lb_not_counted_list (the first kListedCheckers), lb_table_full.
   static constexpr std::size_t kListedCheckers = 8;
   log_fields fields(duration drain_delay) const;
 
  private:
+  // The summary's part about the counted checkers.
+  std::string checkers_summary(duration drain_delay) const;
+
   unsigned fall_;
   duration elapsed_;
   std::vector<checker> checkers_;
+  std::vector<std::string> not_counted_;
+  bool table_full_ = false;
 };
 
 }  // namespace shim

@@ -17,8 +17,12 @@ address plain(const address& a) {
 
 }  // namespace
 
-void health_checker_watch::record(const address& from, clock::time_point at, bool ready) {
-  peer& p = find_or_add(plain(from), at);
+void health_checker_watch::record(const address& from, clock::time_point at, bool ready,
+                                  bool kubelet_probe) {
+  peer* found = find_or_add(plain(from), at);
+  if (found == nullptr) return;
+  peer& p = *found;
+  p.kubelet = p.kubelet || kubelet_probe;
   const probe pr{.at = at, .ready = ready};
   p.recent[p.next] = pr;
   p.next = static_cast<std::uint8_t>((p.next + 1) % kRecentProbes);
@@ -29,20 +33,29 @@ void health_checker_watch::record(const address& from, clock::time_point at, boo
   }
 }
 
-health_checker_watch::peer& health_checker_watch::find_or_add(const address& from,
+health_checker_watch::peer* health_checker_watch::find_or_add(const address& from,
                                                               clock::time_point at) {
   for (peer& p : peers_) {
-    if (p.from == from) return p;
+    if (p.from == from) return &p;
   }
   peer fresh{.from = from, .last_seen = at, .checker = checker_index(from)};
-  if (peers_.size() < kMaxAddresses) return peers_.emplace_back(fresh);
-  // Full: the least recently seen gives way. A checker forgotten so keeps its figures in the
-  // session (progress is kept apart), and is found again there if it comes back.
-  auto oldest = std::min_element(peers_.begin(), peers_.end(), [](const peer& a, const peer& b) {
-    return a.last_seen < b.last_seen;
-  });
+  if (peers_.size() < kMaxAddresses) return &peers_.emplace_back(fresh);
+  // Full: the least recently seen of those that do not probe regularly gives way. A checker
+  // forgotten so keeps its figures in the session (progress is kept apart), and is found again
+  // there if it comes back.
+  const auto regular = [at](const peer& p) {
+    return p.count >= kRegularProbes && p.last_seen >= at - kCheckerWindow;
+  };
+  peer* oldest = nullptr;
+  for (peer& p : peers_) {
+    if (!regular(p) && (oldest == nullptr || p.last_seen < oldest->last_seen)) oldest = &p;
+  }
+  if (oldest == nullptr) {
+    last_dropped_ = at;
+    return nullptr;
+  }
   *oldest = fresh;
-  return *oldest;
+  return oldest;
 }
 
 int health_checker_watch::checker_index(const address& from) const {
@@ -86,12 +99,17 @@ std::optional<checker_observation::duration> health_checker_watch::median_interv
 }
 
 void health_checker_watch::begin(clock::time_point t0, unsigned fall) {
-  session_ = session{.t0 = t0, .fall = fall, .checkers = {}};
+  session_ = session{.t0 = t0, .fall = fall, .checkers = {}, .not_counted = {}};
   for (peer& p : peers_) {
     p.checker = -1;
     unsigned before = 0;
     const auto interval = median_interval(p, t0, before);
     if (before == 0) continue;
+    if (p.kubelet) {
+      session_->not_counted.push_back(p.from.to_string() +
+                                      " (kubelet's readinessProbe, User-Agent kube-probe)");
+      continue;
+    }
     p.checker = static_cast<int>(session_->checkers.size());
     progress& pg = session_->checkers.emplace_back(progress{
         .from = p.from,
@@ -109,7 +127,9 @@ std::optional<checker_observation> health_checker_watch::observe(clock::time_poi
   std::vector<checker_observation::checker> figures;
   figures.reserve(session_->checkers.size());
   for (const progress& p : session_->checkers) figures.push_back(p.figures);
-  return checker_observation(session_->fall, now - session_->t0, std::move(figures));
+  const bool full = last_dropped_ && *last_dropped_ >= session_->t0 - kCheckerWindow;
+  return checker_observation(session_->fall, now - session_->t0, std::move(figures),
+                             session_->not_counted, full);
 }
 
 }  // namespace shim

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "lb/checker_observation.hpp"
@@ -31,8 +32,15 @@ class health_checker_watch {
   static constexpr std::chrono::seconds kCheckerWindow{60};
 
   // One /readyz answer to a probe from `from` (an IPv4-mapped IPv6 address counts as the IPv4
-  // one): ready is a 200, anything else not ready. Cheap: a scan of at most kMaxAddresses.
-  void record(const address& from, clock::time_point at, bool ready);
+  // one): ready is a 200, anything else not ready. kubelet_probe: the request said User-Agent
+  // kube-probe/..., kubelet's readinessProbe, which takes no node out of a load balancer: such an
+  // address is listed apart and never counts as a checker (the shipped DaemonSet's probe made a
+  // drill pass with no load balancer at all; issue 35, item 2). Cheap: a scan of at most
+  // kMaxAddresses. When the table is full, a new address takes the place of the least recently
+  // seen one that does not probe regularly (kRegularProbes in kCheckerWindow), or is not followed
+  // when they all do: a flood of new addresses cannot push a checker out (issue 35, item 3).
+  void record(const address& from, clock::time_point at, bool ready, bool kubelet_probe = false);
+  static constexpr unsigned kRegularProbes = 2;
 
   // /readyz turned unready at t0 (fall >= 1, --lb-fall): the checkers are the addresses that probed
   // in the minute before; answers recorded since t0 (kept among their recent probes) are counted at
@@ -64,15 +72,18 @@ class health_checker_watch {
     std::array<probe, kRecentProbes> recent{};  // a ring, oldest at next once full
     std::uint8_t count = 0;
     std::uint8_t next = 0;
-    int checker = -1;  // index into session_->checkers, or -1
+    int checker = -1;      // index into session_->checkers, or -1
+    bool kubelet = false;  // its probes said User-Agent kube-probe/...
   };
   struct session {
     clock::time_point t0;
     unsigned fall = 0;
     std::vector<progress> checkers;
+    std::vector<std::string> not_counted;  // "ADDRESS (why)"
   };
 
-  peer& find_or_add(const address& from, clock::time_point at);
+  // nullptr: the table is full of regular probers, and `from` is not followed.
+  peer* find_or_add(const address& from, clock::time_point at);
   int checker_index(const address& from) const;
   void count(progress& p, const probe& pr) const;
   static std::optional<checker_observation::duration> median_interval(const peer& p,
@@ -81,6 +92,8 @@ class health_checker_watch {
 
   std::vector<peer> peers_;
   std::optional<session> session_;
+  std::optional<clock::time_point>
+      last_dropped_;  // an address was not followed: the table was full
 };
 
 }  // namespace shim

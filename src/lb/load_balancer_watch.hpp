@@ -36,8 +36,10 @@ class load_balancer_watch {
   load_balancer_watch(const load_balancer_watch&) = delete;
   load_balancer_watch& operator=(const load_balancer_watch&) = delete;
 
-  void probe_answered(const boost::asio::ip::address& from, bool ready) {
-    checkers_.record(from, clock::now(), ready);
+  // kubelet_probe: User-Agent kube-probe/..., listed apart and never a checker.
+  void probe_answered(const boost::asio::ip::address& from, bool ready,
+                      bool kubelet_probe = false) {
+    checkers_.record(from, clock::now(), ready, kubelet_probe);
   }
 
   void begin(clock::time_point t0, unsigned fall);

@@ -2,6 +2,7 @@
 // its interval, when it saw 503 and `fall` in a row, the bounds, and the renderings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "lb/health_checker_watch.hpp"
@@ -254,6 +255,73 @@ TEST(HealthCheckerWatch, FieldsListAtMostEightCheckers) {
   const auto f = w.observe(t0)->fields(70s);
   EXPECT_EQ(f[2].second, "20");
   EXPECT_EQ(f.back().first, "lb_checker8_probes_since");
+}
+
+// Issue 35, item 2: the shipped DaemonSet's readinessProbe (kubelet, every second) counted as a
+// checker, and a drill passed with no load balancer at all.
+TEST(HealthCheckerWatch, KubeletsProbesAreListedApartAndNeverCount) {
+  health_checker_watch w;
+  for (auto at = -10s; at < 3s; at += 1s) {
+    w.record(make_address("10.0.0.1"), t0 + at, at < 0s, /*kubelet_probe=*/true);
+  }
+  w.begin(t0, 3);
+  const auto o = w.observe(t0 + 3s);
+  ASSERT_TRUE(o);
+  EXPECT_TRUE(o->checkers().empty()) << o->summary(70s);
+  ASSERT_EQ(o->not_counted().size(), 1u);
+  EXPECT_EQ(o->not_counted()[0], "10.0.0.1 (kubelet's readinessProbe, User-Agent kube-probe)");
+  EXPECT_EQ(o->summary(70s).rfind("no remote checker probed /readyz in the minute before", 0), 0u)
+      << o->summary(70s);
+  EXPECT_NE(o->summary(70s).find("; not counted: 10.0.0.1 (kubelet's readinessProbe"),
+            std::string::npos)
+      << o->summary(70s);
+  const auto f = o->fields(70s);
+  EXPECT_NE(std::find(f.begin(), f.end(), std::pair<std::string, std::string>("lb_checkers", "0")),
+            f.end());
+  EXPECT_NE(
+      std::find(f.begin(), f.end(), std::pair<std::string, std::string>("lb_not_counted", "1")),
+      f.end());
+}
+
+// Issue 35, item 3: from 200 loopback addresses a prober pushed a real checker (every 3 s) out of
+// the table, and the drill counted 64 "checkers" that were the prober's.
+TEST(HealthCheckerWatch, AFloodOfNewAddressesCannotPushARegularCheckerOut) {
+  health_checker_watch w;
+  probe_every(w, "10.0.0.1", -30s, 3s, 0s);
+  // Between the checker's last two probes before t0, faster than it probes.
+  for (int i = 0; i < 200; ++i) {
+    const auto at = t0 - 2900ms + i * 10ms;
+    w.record(make_address("127.0.1." + std::to_string(i)), at, true);
+  }
+  w.begin(t0, 1);
+  w.record(make_address("10.0.0.1"), t0 + 1s, false);
+  const auto o = w.observe(t0 + 2s);
+  ASSERT_TRUE(o);
+  const auto& checkers = o->checkers();
+  const auto real = std::find_if(checkers.begin(), checkers.end(),
+                                 [](const auto& c) { return c.address == "10.0.0.1"; });
+  ASSERT_NE(real, checkers.end()) << "the regular checker was pushed out: " << o->summary(70s);
+  EXPECT_EQ(real->fell, 1s);
+  EXPECT_LE(checkers.size(), health_checker_watch::kMaxAddresses);
+  EXPECT_FALSE(o->table_full()) << "one-probe addresses give way to each other";
+}
+
+// When the table is full of regular probers, a new address is not followed, and the answer says
+// the table was full.
+TEST(HealthCheckerWatch, ATableFullOfRegularProbersSaysSo) {
+  health_checker_watch w;
+  for (std::size_t i = 0; i < health_checker_watch::kMaxAddresses; ++i) {
+    probe_every(w, "10.3.0." + std::to_string(i), -10s, 2s, 0s);
+  }
+  w.record(make_address("10.9.9.9"), t0 - 1s, true);
+  w.record(make_address("10.9.9.9"), t0 - 500ms, true);
+  EXPECT_EQ(w.addresses(), health_checker_watch::kMaxAddresses);
+  w.begin(t0, 3);
+  const auto o = w.observe(t0);
+  ASSERT_TRUE(o->table_full());
+  for (const auto& c : o->checkers()) EXPECT_NE(c.address, "10.9.9.9");
+  EXPECT_NE(o->summary(70s).find("; the table of probing addresses was full"), std::string::npos)
+      << o->summary(70s);
 }
 
 }  // namespace
