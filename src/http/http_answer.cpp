@@ -11,6 +11,7 @@
 
 #include "http/http_limits.hpp"
 #include "http/prometheus_metrics.hpp"
+#include "http/request_head_parser.hpp"
 #include "http/url_query.hpp"
 
 namespace shim {
@@ -226,8 +227,9 @@ http_answers readiness_answers(const shim_status& status, readyz_observer observ
             const auto sent = append_response(status, counts, request, out);
             if (observer && sent.handler == http_handler::readyz) {
               if (const auto* tcp = std::get_if<tcp_peer>(&peer)) {
-                observer(tcp->address, sent.code == http::status::ok,
-                         request[http::field::user_agent].starts_with("kube-probe/"));
+                observer(
+                    tcp->address, sent.code == http::status::ok,
+                    request[http::field::user_agent] == request_head_parser::kKubeletProbeAgent);
               }
             }
             return sent.keep_alive;

@@ -16,8 +16,12 @@ void request_head_parser::on_request_impl(verb method, string_view method_string
 
 void request_head_parser::on_response_impl(int, string_view, int, error_code&) {}
 
-void request_head_parser::on_field_impl(field name, string_view, string_view, error_code&) {
+void request_head_parser::on_field_impl(field name, string_view, string_view value, error_code&) {
   if (name == field::transfer_encoding) transfer_coded_ = true;
+  // Only the mark of kubelet's probe, never the value: what is kept stays a constant.
+  if (name == field::user_agent && value.starts_with(kKubeletProbeAgent)) {
+    request_.set(field::user_agent, kKubeletProbeAgent);
+  }
 }
 
 void request_head_parser::on_header_impl(error_code&) { request_.keep_alive(keep_alive()); }

@@ -3,6 +3,7 @@
 #include <boost/beast/http/basic_parser.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "http/http_message.hpp"
 
@@ -17,7 +18,12 @@ namespace shim {
 // basic_parser itself still reads Connection, Content-Length and Transfer-Encoding.
 class request_head_parser final : public boost::beast::http::basic_parser<true> {
  public:
-  // The request line, and the Connection field that keep-alive implies; no other field.
+  // What kubelet's probes send as User-Agent, and the one value of it a request keeps.
+  static constexpr std::string_view kKubeletProbeAgent = "kube-probe/";
+
+  // The request line, and the Connection field that keep-alive implies; no other field but a
+  // User-Agent of kKubeletProbeAgent for a kubelet's probe (the load-balancer figures leave
+  // those out).
   const http_request& get() const { return request_; }
   // Whether the head had a Transfer-Encoding field, of any coding.
   bool transfer_coded() const { return transfer_coded_; }

@@ -23,6 +23,27 @@ TEST_F(ReadinessServerTest, ListenPicksAFreePort) {
   EXPECT_EQ(r.message.body(), "ok");
 }
 
+// Issue 35, item 2: the load-balancer figures must tell kubelet's readinessProbe from a load
+// balancer's check: the observer hears which /readyz answers went to User-Agent kube-probe/...
+TEST_F(ReadinessServerTest, TheObserverHearsWhichProbesAreKubelets) {
+  std::vector<std::pair<bool, bool>> heard;  // (ready, kubelet_probe)
+  server = std::make_unique<readiness_server>(
+      io, status, http_limits{},
+      [&heard](const asio::ip::address&, bool ready, bool kubelet_probe) {
+        heard.emplace_back(ready, kubelet_probe);
+      });
+  server->listen({{"127.0.0.1", 0}});
+  auto c = connect(server->endpoints().front());
+  c->send("GET /readyz HTTP/1.1\r\nHost: node\r\nUser-Agent: kube-probe/1.29\r\n\r\n");
+  ASSERT_FALSE(read_reply(*c).ec);
+  c->send("GET /readyz HTTP/1.1\r\nHost: node\r\nUser-Agent: HAProxy\r\n\r\n");
+  ASSERT_FALSE(read_reply(*c).ec);
+  c->send("GET /readyz HTTP/1.1\r\nHost: node\r\n\r\n");
+  ASSERT_FALSE(read_reply(*c).ec);
+  EXPECT_EQ(heard,
+            (std::vector<std::pair<bool, bool>>{{true, true}, {true, false}, {true, false}}));
+}
+
 TEST_F(ReadinessServerTest, KeepAliveServesTwoRequestsOnOneConnection) {
   start();
   auto c = connect();
