@@ -288,13 +288,15 @@ bool answered_by(const api_server& server, std::uint16_t fe_port,
 }
 
 std::vector<std::string> shim_argv(const std::string& shim, std::uint16_t port, double drain_s,
-                                   double exit_timeout_s, const std::filesystem::path& event_log) {
+                                   double exit_timeout_s, const std::filesystem::path& event_log,
+                                   const std::filesystem::path& state_dir) {
   return {shim,
           fmt::format("--listen=127.0.0.1:{}", port),
           "--drain-delay=" + seconds(drain_s),
           "--exit-timeout=" + seconds(exit_timeout_s),
           "--inhibit=required",
           "--event-log=" + event_log.string(),
+          "--state-dir=" + state_dir.string(),
           "--log-format=json"};
 }
 

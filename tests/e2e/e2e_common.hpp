@@ -127,8 +127,10 @@ void set_client_auth(const api_server& server, load_options& options);
 // within timeout (over TLS with the token where the server wants it).
 bool answered_by(const api_server& server, std::uint16_t fe_port,
                  const std::vector<std::string>& nodes, std::chrono::milliseconds timeout);
-// The shim on 127.0.0.1:port with the lock required and an event log, and no target yet.
+// The shim on 127.0.0.1:port with the lock required, an event log and its node's state directory
+// (each node's /run: one shim holds a state directory), and no target yet.
 std::vector<std::string> shim_argv(const std::string& shim, std::uint16_t port, double drain_s,
-                                   double exit_timeout_s, const std::filesystem::path& event_log);
+                                   double exit_timeout_s, const std::filesystem::path& event_log,
+                                   const std::filesystem::path& state_dir);
 
 }  // namespace e2e

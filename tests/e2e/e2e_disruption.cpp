@@ -651,7 +651,7 @@ int serve_node(int argc, char** argv) {
   bool ok = wait_until([&] { return read_pid(node.dir() / (name + ".pid")).has_value(); }, 20s);
   if (ok && shim_port) {
     auto argv_shim = shim_argv(node.tools().shim, shim_port, s.drain_s, s.exit_timeout_s,
-                               node.dir() / "shim-events.jsonl");
+                               node.dir() / "shim-events.jsonl", node.dir() / "runtime");
     argv_shim.push_back("--target-pidfile=" + (node.dir() / (name + ".pid")).string());
     node.spawn("shutdown-shim", argv_shim);
     ok = wait_until([&] { return ready_200(shim_port); }, 30s, 50ms);
@@ -938,7 +938,8 @@ scenario_result run_scenario(const settings& s, const e2e::api_server& server,
     return res;
   };
   if (name == "shim-wrapper") {
-    auto argv = shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log);
+    auto argv =
+        shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log, a.dir() / "runtime");
     argv.push_back("--");
     argv.insert(argv.end(), api_argv.begin(), api_argv.end());
     shim_process = &a.spawn("shutdown-shim", argv);
@@ -967,7 +968,8 @@ scenario_result run_scenario(const settings& s, const e2e::api_server& server,
             20s))
       return fail("node A's kubelet did not start its static pods");
     if (shim) {
-      auto argv = shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log);
+      auto argv = shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log,
+                            a.dir() / "runtime");
       argv.push_back("--target-pidfile=" + pidfile.string());
       // The signal at +0, as before issue 32 (an operator's setting then): with kubeadm's delay of
       // 0, kube-apiserver exits during the hold.
@@ -988,7 +990,8 @@ scenario_result run_scenario(const settings& s, const e2e::api_server& server,
         return fail("node A's kubelet did not take its lock");
     }
     if (shim) {
-      auto argv = shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log);
+      auto argv = shim_argv(tools.shim, a_shim, s.drain_s, s.exit_timeout_s, event_log,
+                            a.dir() / "runtime");
       // The fault baselines run the shim as it was before issue 9: no target, no upstream check.
       if (is_shim_scenario(name)) argv.push_back("--target-pidfile=" + pidfile.string());
       if (name == "shim-gns" || name == "shim-gns-priority") {
@@ -1002,10 +1005,6 @@ scenario_result run_scenario(const settings& s, const e2e::api_server& server,
       }
       if (is_shim_scenario(name) && (is_fault_scenario(name) || is_drill_scenario(name))) {
         for (auto& f : upstream_flags(server, a_api, s)) argv.push_back(std::move(f));
-      }
-      if (is_drill_scenario(name)) {
-        fs::create_directories(a.dir() / "runtime");
-        argv.push_back("--state-dir=" + (a.dir() / "runtime").string());
       }
       shim_process = &a.spawn("shutdown-shim", argv);
     }

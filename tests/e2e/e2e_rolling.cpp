@@ -237,7 +237,7 @@ class rolling_node {
     shim_ = nullptr;
     if (o_.shim_port) {
       auto shim = e2e::shim_argv(node.tools().shim, o_.shim_port, o_.s.drain_s, o_.s.exit_timeout_s,
-                                 node.dir() / "shim-events.jsonl");
+                                 node.dir() / "shim-events.jsonl", node.dir() / "runtime");
       shim.push_back("--target-pidfile=" + pidfile().string());
       // The upstream check, on as the unit ships it: ready again only once the new apiserver is.
       shim.push_back(fmt::format("--upstream-readyz={}://127.0.0.1:{}/readyz",

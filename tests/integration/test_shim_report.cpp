@@ -60,6 +60,12 @@ class ShimReport : public ShimTest {
     std::ofstream(boot_id) << kNextBoot << '\n';
     shim next = old;
     next.port = sandbox::pick_free_port();
+    // A reboot empties /run: the next boot's shim makes its state directory anew (the old shim,
+    // still running here, holds its own).
+    const auto run = sb().path("next-boot-run");
+    std::erase_if(next.env,
+                  [](const std::string& e) { return e.starts_with("RUNTIME_DIRECTORY="); });
+    next.env.push_back("RUNTIME_DIRECTORY=" + run.string());
     for (auto& arg : next.argv) {
       if (arg.starts_with("--listen=")) arg = fmt::format("--listen=127.0.0.1:{}", next.port);
     }

@@ -504,22 +504,22 @@ def check_pod_spec(p, where, kind, spec, shim_binary):
     ca_host = host_mount(ca_dir, writable=False)
     p.check(ca_host is not None and ca_host.get("type") in ("Directory", "DirectoryOrCreate"),
             f"{where}: the CA's directory {ca_dir} is not a Directory hostPath mounted in the shim")
-    if mode != "wrapper":
-        # The record of what was signalled must outlive a restart of the container (a read-only
-        # root has no /run of its own) and must not outlive the boot.
-        # Inside the volume, not its root: an emptyDir's root is mode 1777, and the shim trusts no
-        # record where others may write (it refuses to start; issue 35, item 1).
-        state_dir = flags.get("--state-dir", [DEFAULT_STATE_DIR])[0]
-        holders = [m for m in shim.get("volumeMounts", [])
-                   if state_dir.startswith(m.get("mountPath", "").rstrip("/") + "/")]
-        state = max(holders, key=lambda m: len(m["mountPath"]), default=None)
-        at_root = [m for m in shim.get("volumeMounts", []) if m.get("mountPath") == state_dir]
-        empty_dir = (volumes.get(state["name"]) or {}).get("emptyDir") if state else None
-        p.check(not at_root and empty_dir is not None and empty_dir.get("medium") == "Memory" and
-                not state.get("readOnly"),
-                f"{where}: {state_dir} is not a directory inside a writable memory emptyDir (a "
-                "restarted container would signal kube-apiserver again; at the volume's root, "
-                "mode 1777, the shim refuses to start)")
+    # The state directory (the shim's lock, its control socket, the record of what was signalled)
+    # must be writable (a read-only root has no /run of its own: the shim would not start), must
+    # outlive a restart of the container and must not outlive the boot. Inside the volume, not its
+    # root: an emptyDir's root is mode 1777, and the shim trusts no record where others may write
+    # (it refuses to start; issue 35, item 1).
+    state_dir = flags.get("--state-dir", [DEFAULT_STATE_DIR])[0]
+    holders = [m for m in shim.get("volumeMounts", [])
+               if state_dir.startswith(m.get("mountPath", "").rstrip("/") + "/")]
+    state = max(holders, key=lambda m: len(m["mountPath"]), default=None)
+    at_root = [m for m in shim.get("volumeMounts", []) if m.get("mountPath") == state_dir]
+    empty_dir = (volumes.get(state["name"]) or {}).get("emptyDir") if state else None
+    p.check(not at_root and empty_dir is not None and empty_dir.get("medium") == "Memory" and
+            not state.get("readOnly"),
+            f"{where}: {state_dir} is not a directory inside a writable memory emptyDir (on a "
+            "read-only root the shim cannot start; a restarted sidecar would signal "
+            "kube-apiserver again; at the volume's root, mode 1777, the shim refuses to start)")
     return mode
 
 
