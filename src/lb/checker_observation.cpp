@@ -111,7 +111,7 @@ std::string checker_observation::checkers_summary(duration drain_delay) const {
 
 std::string checker_observation::describe(const checker& c, unsigned fall) {
   std::string text = c.address;
-  text += c.interval ? fmt::format(" every {:.1f} s", seconds(*c.interval)) : " (one probe before)";
+  text += fmt::format(" every {:.1f} s", seconds(c.interval));
   text += fmt::format(": {} since", probes_text(c.probes_since));
   if (c.first_unready) text += fmt::format(", first 503 at +{:.1f} s", seconds(*c.first_unready));
   if (c.fell) text += fmt::format(", {} x 503 at +{:.1f} s", fall, seconds(*c.fell));
@@ -141,7 +141,7 @@ log_fields checker_observation::fields(duration drain_delay) const {
     const checker& c = checkers_[i];
     const std::string key = fmt::format("lb_checker{}_", i + 1);
     f.emplace_back(key + "address", c.address);
-    if (c.interval) f.emplace_back(key + "interval_ms", ms_text(*c.interval));
+    f.emplace_back(key + "interval_ms", ms_text(c.interval));
     f.emplace_back(key + "probes_before", std::to_string(c.probes_before));
     f.emplace_back(key + "probes_since", std::to_string(c.probes_since));
     if (c.first_unready) f.emplace_back(key + "first_unready_ms", ms_text(*c.first_unready));

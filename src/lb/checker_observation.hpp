@@ -12,17 +12,18 @@ namespace shim {
 
 // What the load balancer's health checkers made of /readyz turning unready at t0 (a drill's or a
 // shutdown's unready moment), as health_checker_watch saw it by `elapsed` after t0: for each
-// checker (an address that probed /readyz in the minute before t0) its probe interval and when
-// it had seen the first not-ready answer and `fall` of them in a row. Offsets are from t0.
+// checker (an address that probed /readyz at least twice in the minute before t0) its probe
+// interval and when it had seen the first not-ready answer and `fall` of them in a row. Offsets
+// are from t0.
 class checker_observation {
  public:
   using duration = std::chrono::nanoseconds;
   struct checker {
     std::string address;
-    std::optional<duration> interval;  // median before t0; nullopt: one probe only
-    unsigned probes_before = 0;        // in the minute before t0
-    unsigned probes_since = 0;         // since t0
-    unsigned unready_run = 0;          // not-ready answers in a row, the last one included
+    duration interval{};         // the median before t0 (a checker probed at least twice)
+    unsigned probes_before = 0;  // in the minute before t0
+    unsigned probes_since = 0;   // since t0
+    unsigned unready_run = 0;    // not-ready answers in a row, the last one included
     std::optional<duration> first_unready = {};
     std::optional<duration> fell = {};  // the fall-th not-ready answer in a row
   };

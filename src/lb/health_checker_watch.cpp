@@ -28,7 +28,8 @@ void health_checker_watch::record(const address& from, clock::time_point at, boo
   p.next = static_cast<std::uint8_t>((p.next + 1) % kRecentProbes);
   if (p.count < kRecentProbes) ++p.count;
   if (at > p.last_seen) p.last_seen = at;
-  if (p.checker >= 0 && at >= session_->t0) {
+  // A checker's index outlives its session (end() leaves the peers as they are).
+  if (session_ && p.checker >= 0 && at >= session_->t0) {
     count(session_->checkers[static_cast<std::size_t>(p.checker)], pr);
   }
 }
@@ -110,10 +111,17 @@ void health_checker_watch::begin(clock::time_point t0, unsigned fall) {
                                       " (kubelet's readinessProbe, User-Agent kube-probe)");
       continue;
     }
+    // One request is no health check: a curl's single answer never counts (issue 35, item 2).
+    if (!interval) {
+      session_->not_counted.push_back(p.from.to_string() +
+                                      " (one request in the minute before, not a regular probe)");
+      continue;
+    }
     p.checker = static_cast<int>(session_->checkers.size());
     progress& pg = session_->checkers.emplace_back(progress{
         .from = p.from,
-        .figures = {.address = p.from.to_string(), .interval = interval, .probes_before = before}});
+        .figures = {
+            .address = p.from.to_string(), .interval = *interval, .probes_before = before}});
     // Answers already recorded since t0 (begin() came a little late), oldest first.
     for (std::size_t i = 0; i < p.count; ++i) {
       const probe& pr = p.recent[(p.next + kRecentProbes - p.count + i) % kRecentProbes];

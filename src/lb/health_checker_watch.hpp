@@ -43,8 +43,9 @@ class health_checker_watch {
   static constexpr unsigned kRegularProbes = 2;
 
   // /readyz turned unready at t0 (fall >= 1, --lb-fall): the checkers are the addresses that probed
-  // in the minute before; answers recorded since t0 (kept among their recent probes) are counted at
-  // once. A second begin() starts over.
+  // at least kRegularProbes times in the minute before (one request, a curl's, is listed apart);
+  // answers recorded since t0 (kept among their recent probes) are counted at once. A second
+  // begin() starts over.
   void begin(clock::time_point t0, unsigned fall);
   void end() { session_.reset(); }
   bool begun() const { return session_.has_value(); }

@@ -98,6 +98,9 @@ void new_connection_sampler::wait() {
                      });
 }
 
+// One datagram a turn of the loop, then back to it: the kernel makes the next one during this
+// recvmsg(), so reading on would take the whole dump in one turn (with 26.6k connections /readyz
+// waited 153 ms behind it, p99; issue 35, item 5).
 void new_connection_sampler::receive() {
   for (;;) {
     iovec io{.iov_base = buffer_.data(), .iov_len = buffer_.size()};
@@ -137,6 +140,7 @@ void new_connection_sampler::receive() {
       sampled_ = true;
       return finish(result<counts>::success(c));
     }
+    return wait();
   }
 }
 

@@ -1,16 +1,27 @@
 // What the load balancer's measurement costs the shim (issue 23, item 4): nanoseconds per
 // health_checker_watch::record(), which runs on every /readyz answer, and the wall and CPU time of
 // one new_connection_sampler sample with n connections open to the port (and as many to another
-// port, which the kernel filters out). Prints a markdown table; asserts nothing.
+// port, which the kernel filters out), and the longest a 1 ms timer on the same loop was late
+// during the samples: how long an answer to /readyz could wait behind one (issue 35, item 5).
+// Prints a markdown table; asserts nothing.
 //   bench_lb [--records=N] [--samples=N] [--connections=N,N,...]
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -57,24 +68,135 @@ double record_ns(std::size_t addresses, bool begun, long records) {
 struct sample_cost {
   double wall_us;
   double cpu_us;
+  double late_max_us;  // the longest a 1 ms timer waited behind the samples
+  double late_p99_us;
 };
+
+// A 1 ms timer on the loop, re-armed at each expiry: how late each expiry ran.
+class lateness_probe {
+ public:
+  explicit lateness_probe(boost::asio::io_context& io) : timer_(io) { arm(); }
+  void stop() {
+    stopped_ = true;
+    timer_.cancel();
+  }
+  std::vector<double>& late_us() { return late_us_; }
+
+ private:
+  void arm() {
+    timer_.expires_after(1ms);
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || stopped_) return;
+      late_us_.push_back(
+          std::chrono::duration<double, std::micro>(clock::now() - timer_.expiry()).count());
+      arm();
+    });
+  }
+  boost::asio::steady_timer timer_;
+  std::vector<double> late_us_;
+  bool stopped_ = false;
+};
+
+// Connections held open by child processes: 30k of them to each of two ports take 120k
+// descriptors, more than one process may have here (a hard limit of 20,000 and no
+// CAP_SYS_RESOURCE). The kernel's socket table is the network namespace's, whoever holds them.
+class connection_holders {
+ public:
+  static constexpr std::size_t kPerChild = 4000;  // 16,000 descriptors: both ends, both ports
+
+  connection_holders(const tcp::acceptor& target, const tcp::acceptor& other, std::size_t n) {
+    int stop[2];
+    if (::pipe2(stop, O_CLOEXEC) != 0) fail("pipe2");
+    stop_ = stop[1];
+    for (std::size_t first = 0; first < n; first += kPerChild) {
+      int ready[2];
+      if (::pipe2(ready, O_CLOEXEC) != 0) fail("pipe2");
+      const pid_t pid = ::fork();
+      if (pid < 0) fail("fork");
+      if (pid == 0) {
+        ::close(stop[1]);
+        ::close(ready[0]);
+        hold(target, other, first, std::min(kPerChild, n - first), ready[1], stop[0]);
+      }
+      children_.push_back(pid);
+      ::close(ready[1]);
+      char byte = 0;
+      const bool up = ::read(ready[0], &byte, 1) == 1;
+      ::close(ready[0]);
+      if (!up) fail("a child could not open its connections");
+    }
+    ::close(stop[0]);
+  }
+  ~connection_holders() {
+    ::close(stop_);  // end of file: the children exit
+    for (pid_t pid : children_) ::waitpid(pid, nullptr, 0);
+  }
+
+ private:
+  [[noreturn]] static void fail(const char* what) {
+    std::perror(what);
+    std::exit(1);
+  }
+  // In the child: connections first..first+count to both ports, from 127.0.0.2, .3, ... (one
+  // source address has fewer ephemeral ports than 30k connections), both ends kept open.
+  [[noreturn]] static void hold(const tcp::acceptor& target, const tcp::acceptor& other,
+                                std::size_t first, std::size_t count, int ready, int stop) {
+    for (std::size_t i = first; i < first + count; ++i) {
+      for (const tcp::acceptor* to : {&target, &other}) {
+        sockaddr_in from{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {}, .sin_zero = {}};
+        from.sin_addr.s_addr = htonl(0x7f000002u + static_cast<std::uint32_t>(i / 10000));
+        sockaddr_in at = from;
+        at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        at.sin_port = htons(to->local_endpoint().port());
+        const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+        // Reset at exit, not closed: 60k sockets in TIME_WAIT would be walked by the next run's
+        // samples (5.4 ms a sample with no connection open, 1.4 ms without them).
+        const linger reset{.l_onoff = 1, .l_linger = 0};
+        if (c < 0 || ::setsockopt(c, SOL_SOCKET, SO_LINGER, &reset, sizeof reset) != 0 ||
+            ::bind(c, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+            ::connect(c, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 ||
+            ::accept(const_cast<tcp::acceptor*>(to)->native_handle(), nullptr, nullptr) < 0) {
+          std::perror("a held connection");
+          ::_exit(1);
+        }
+      }
+    }
+    char byte = 1;
+    if (::write(ready, &byte, 1) != 1) ::_exit(1);
+    while (::read(stop, &byte, 1) < 0 && errno == EINTR) {
+    }
+    ::_exit(0);
+  }
+
+  int stop_ = -1;
+  std::vector<pid_t> children_;
+};
+
+// A listener on a port below the ephemeral range (32768 and up): a client's ephemeral port on
+// 127.0.0.2 may be the listener's number on 127.0.0.1, and would count as one of its sockets.
+tcp::acceptor listener_below_ephemeral_ports(boost::asio::io_context& io) {
+  for (std::uint16_t port = 20000; port < 32768; ++port) {
+    tcp::acceptor a(io);
+    boost::system::error_code ec;
+    a.open(tcp::v4());
+    a.bind(tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), ec);
+    if (ec) continue;
+    a.listen(4096);
+    return a;
+  }
+  std::fprintf(stderr, "no free port below 32768\n");
+  std::exit(1);
+}
 
 sample_cost sample_us(std::size_t connections, int samples) {
   boost::asio::io_context io;
-  tcp::acceptor target(io, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0), true);
-  tcp::acceptor other(io, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0), true);
-  target.listen(4096);
-  other.listen(4096);
-  std::list<tcp::socket> clients, servers;
-  for (std::size_t i = 0; i < connections; ++i) {
-    clients.emplace_back(io).connect(target.local_endpoint());
-    servers.push_back(target.accept());
-    clients.emplace_back(io).connect(other.local_endpoint());
-    servers.push_back(other.accept());
-  }
+  tcp::acceptor target = listener_below_ephemeral_ports(io);
+  tcp::acceptor other = listener_below_ephemeral_ports(io);
+  const connection_holders held(target, other, connections);
   shim::new_connection_sampler s(io, target.local_endpoint().port());
   const auto cpu = cpu_seconds();
   const auto start = clock::now();
+  lateness_probe probe(io);
   for (int i = 0; i < samples; ++i) {
     std::optional<shim::result<shim::new_connection_sampler::counts>> got;
     s.sample([&](auto r) { got.emplace(std::move(r)); });
@@ -82,13 +204,29 @@ sample_cost sample_us(std::size_t connections, int samples) {
     while (!got && io.run_one() > 0) {
     }
     if (!got || !got->ok() || got->value().open != connections) {
-      std::fprintf(stderr, "sample failed: %s\n", got && !got->ok() ? got->error().c_str() : "");
+      std::fprintf(stderr, "sample failed: %s\n",
+                   !got ? "no answer"
+                   : !got->ok()
+                       ? got->error().c_str()
+                       : fmt::format("{} sockets open, {} expected", got->value().open, connections)
+                             .c_str());
       std::exit(1);
     }
   }
   const double n = samples;
-  return {.wall_us = std::chrono::duration<double, std::micro>(clock::now() - start).count() / n,
-          .cpu_us = (cpu_seconds() - cpu) * 1e6 / n};
+  const double wall_us = std::chrono::duration<double, std::micro>(clock::now() - start).count();
+  const double cpu_us = (cpu_seconds() - cpu) * 1e6;
+  probe.stop();
+  auto& late = probe.late_us();
+  std::sort(late.begin(), late.end());
+  const auto at = [&late](double q) {
+    return late.empty() ? 0.0
+                        : late[static_cast<std::size_t>(q * static_cast<double>(late.size() - 1))];
+  };
+  return {.wall_us = wall_us / n,
+          .cpu_us = cpu_us / n,
+          .late_max_us = at(1.0),
+          .late_p99_us = at(0.99)};
 }
 
 long flag(int argc, char** argv, std::string_view name, long fallback) {
@@ -122,11 +260,6 @@ std::vector<std::size_t> connection_counts(int argc, char** argv) {
 int main(int argc, char** argv) {
   const long records = flag(argc, argv, "--records", 20'000'000);
   const int samples = static_cast<int>(flag(argc, argv, "--samples", 200));
-  // 4 descriptors a connection to each port: both ends of both. As many as the hard limit allows.
-  rlimit files{};
-  getrlimit(RLIMIT_NOFILE, &files);
-  files.rlim_cur = files.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &files);
   std::setvbuf(stdout, nullptr, _IONBF, 0);
 
   std::printf("| health_checker_watch::record() | ns |\n| --- | --- |\n");
@@ -137,10 +270,12 @@ int main(int argc, char** argv) {
     }
   }
   std::printf(
-      "\n| one sample, n connections to the port (+ n to another) | wall us | CPU us |\n"
-      "| --- | --- | --- |\n");
+      "\n| one sample, n connections to the port (+ n to another) | wall us | CPU us | "
+      "1 ms timer late, p99 us | max us |\n"
+      "| --- | --- | --- | --- | --- |\n");
   for (std::size_t n : connection_counts(argc, argv)) {
     const auto c = sample_us(n, samples);
-    std::printf("| %zu | %.1f | %.1f |\n", n, c.wall_us, c.cpu_us);
+    std::printf("| %zu | %.1f | %.1f | %.0f | %.0f |\n", n, c.wall_us, c.cpu_us, c.late_p99_us,
+                c.late_max_us);
   }
 }
