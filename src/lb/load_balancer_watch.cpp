@@ -1,5 +1,6 @@
 #include "lb/load_balancer_watch.hpp"
 
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -23,6 +24,7 @@ void load_balancer_watch::begin(clock::time_point t0, unsigned fall) {
   // The first sample of every drill and hold is its baseline, whatever the sampler compared it
   // with: 400 connections opened between two drills were "new" in the second (issue 35, item 6).
   baseline_pending_ = true;
+  truncation_logged_ = false;
   timer_.cancel();
   if (port_ == 0) return;
   if (!sampler_ && !sampler_failed_) {
@@ -64,6 +66,16 @@ void load_balancer_watch::sample() {
     if (!sampling_ || !series_) return;
     if (!got) {
       log_.warning("a sample of the socket table failed", {{"error", got.error()}});
+    } else if (got.value().truncated) {
+      // No figure rather than a false one; the next whole sample is a baseline again.
+      baseline_pending_ = true;
+      if (!std::exchange(truncation_logged_, true)) {
+        log_.warning(
+            "too many connections to the port: a sample stops at the limit and gives "
+            "no figure of new connections",
+            {{"port", std::to_string(port_)},
+             {"limit", std::to_string(new_connection_sampler::kMaxSockets)}});
+      }
     } else if (!std::exchange(baseline_pending_, false)) {
       series_->add(clock::now(), got.value().fresh);
     }

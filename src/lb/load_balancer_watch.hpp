@@ -70,6 +70,7 @@ class load_balancer_watch {
   bool baseline_pending_ = false;              // the next sample is the baseline
   std::optional<checker_observation> frozen_;  // what the checkers saw, as of end()
   bool sampler_failed_ = false;                // logged once
+  bool truncation_logged_ = false;             // once a drill or hold
 };
 
 }  // namespace shim

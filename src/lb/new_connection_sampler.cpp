@@ -45,8 +45,9 @@ struct new_connection_sampler::dump {
   bool truncated = false;
 };
 
-new_connection_sampler::new_connection_sampler(boost::asio::io_context& io, std::uint16_t port)
-    : port_(port), socket_(io) {
+new_connection_sampler::new_connection_sampler(boost::asio::io_context& io, std::uint16_t port,
+                                               std::size_t max_sockets)
+    : port_(port), max_sockets_(max_sockets), socket_(io) {
   open();
 }
 
@@ -120,7 +121,7 @@ void new_connection_sampler::receive() {
         [&](const inet_diag_dump::socket_entry& e) {
           // The kernel's filter, checked again.
           if (e.local_port != port_) return;
-          if (d.keys.size() < kMaxSockets) {
+          if (d.keys.size() < max_sockets_) {
             d.keys.push_back(e.key);
           } else {
             d.truncated = true;
@@ -129,13 +130,20 @@ void new_connection_sampler::receive() {
     if (parsed.state == inet_diag_dump::outcome::failed) {
       return finish(result<counts>::failure(parsed.error));
     }
+    if (d.truncated) {
+      // The rest of the dump is not read: the socket it holds is closed, the next sample opens
+      // a new one and starts over as a first.
+      socket_.close();
+      previous_.clear();
+      sampled_ = false;
+      return finish(result<counts>::success(counts{.open = max_sockets_, .truncated = true}));
+    }
     if (parsed.state == inet_diag_dump::outcome::done) {
       std::sort(d.keys.begin(), d.keys.end());
       d.keys.erase(std::unique(d.keys.begin(), d.keys.end()), d.keys.end());
       const counts c{.open = d.keys.size(),
                      .fresh = sampled_ ? not_in(d.keys, previous_) : d.keys.size(),
-                     .first = !sampled_,
-                     .truncated = d.truncated};
+                     .first = !sampled_};
       previous_ = std::move(d.keys);
       sampled_ = true;
       return finish(result<counts>::success(c));

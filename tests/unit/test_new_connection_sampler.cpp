@@ -10,6 +10,7 @@
 #include <functional>
 #include <list>
 #include <optional>
+#include <utility>
 
 #include "lb/new_connection_sampler.hpp"
 
@@ -112,40 +113,80 @@ TEST_F(NewConnectionSampler, DestroyedMidSampleCallsNothing) {
   EXPECT_FALSE(called);
 }
 
-// Issue 35, item 5: a sample read the whole dump in one handler run, so with 26.6k connections
-// /readyz waited 153 ms behind it (p99). Now each datagram (about 370 sockets) is one run, and
-// whatever else is ready runs between two of them.
-TEST_F(NewConnectionSampler, TheLoopRunsOtherWorkBetweenTheDumpsDatagrams) {
-  constexpr int kConnections = 1500;  // 1,500 descriptors: about 4 datagrams
+// Raises the soft limit on descriptors for n connections (both ends) and some more.
+void allow_descriptors(rlim_t n) {
   rlimit files{};
   ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
-  if (files.rlim_cur < kConnections + 100) {
-    files.rlim_cur = std::min<rlim_t>(files.rlim_max, kConnections + 100);
+  if (files.rlim_cur < n) {
+    files.rlim_cur = std::min<rlim_t>(files.rlim_max, n);
     ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &files), 0);
   }
-  ASSERT_GE(files.rlim_cur, static_cast<rlim_t>(kConnections + 100)) << "too few descriptors";
-  tcp::acceptor target(io_, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
-  target.listen(4096);  // not accepted: the backlog holds them all
-  connect(target, kConnections);
-  new_connection_sampler s(io_, target.local_endpoint().port());
+  ASSERT_GE(files.rlim_cur, n) << "too few descriptors";
+}
 
-  // Other work, always ready: one turn per handler run of the loop.
+// One sample with other work always ready beside it: the turns of the loop it took (a turn runs
+// one handler), and what it counted.
+std::pair<int, result<counts>> sample_beside_other_work(boost::asio::io_context& io,
+                                                        new_connection_sampler& s) {
   int turns = 0;
   bool done = false;
   std::function<void()> other = [&] {
     ++turns;
-    if (!done) boost::asio::post(io_, other);
+    if (!done) boost::asio::post(io, other);
   };
-  boost::asio::post(io_, other);
+  boost::asio::post(io, other);
   std::optional<result<counts>> got;
   s.sample([&](result<counts> r) {
     got.emplace(std::move(r));
     done = true;
   });
-  io_.run();
-  ASSERT_TRUE(got && got->ok());
-  EXPECT_EQ(got->value().open, static_cast<std::size_t>(kConnections));
+  io.restart();
+  io.run();
+  if (!got) return {turns, result<counts>::failure("no answer")};
+  return {turns, std::move(*got)};
+}
+
+// Issue 35, item 5: a sample read the whole dump in one handler run, so with 26.6k connections
+// /readyz waited 153 ms behind it (p99). Now each datagram (about 370 sockets) is one run, and
+// whatever else is ready runs between two of them.
+TEST_F(NewConnectionSampler, TheLoopRunsOtherWorkBetweenTheDumpsDatagrams) {
+  constexpr int kConnections = 1500;  // 1,500 sockets of the port: about 4 datagrams
+  allow_descriptors(2 * kConnections + 100);
+  tcp::acceptor target(io_, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  target.listen(4096);  // not accepted: the backlog holds them all
+  connect(target, kConnections);
+  new_connection_sampler s(io_, target.local_endpoint().port());
+  const auto [turns, got] = sample_beside_other_work(io_, s);
+  ASSERT_TRUE(got.ok()) << got.error();
+  EXPECT_EQ(got.value().open, static_cast<std::size_t>(kConnections));
   EXPECT_GE(turns, 4) << "the dump was read in " << turns << " turns of the loop";
+}
+
+// Issue 35, "sampling bounded": a sample reads at most max_sockets of the port, then abandons the
+// dump (the next sample opens a new socket and is a first again); before, it read to the end.
+TEST_F(NewConnectionSampler, ASampleStopsReadingAtItsLimit) {
+  constexpr int kConnections = 1500;
+  allow_descriptors(2 * kConnections + 100);
+  tcp::acceptor target(io_, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
+  target.listen(4096);
+  connect(target, kConnections);
+  const auto port = target.local_endpoint().port();
+  new_connection_sampler whole(io_, port);
+  const int whole_turns = sample_beside_other_work(io_, whole).first;
+
+  new_connection_sampler capped(io_, port, 400);
+  for (int i = 0; i < 2; ++i) {
+    const auto [turns, got] = sample_beside_other_work(io_, capped);
+    ASSERT_TRUE(got.ok()) << "sample " << i << ": " << got.error();
+    EXPECT_TRUE(got.value().truncated);
+    EXPECT_EQ(got.value().open, 400u);
+    EXPECT_EQ(got.value().fresh, 0u);
+    EXPECT_LT(turns, whole_turns) << "the capped sample read as much as the whole dump";
+  }
+  new_connection_sampler roomy(io_, port, 2000);
+  const counts all = sample(roomy);
+  EXPECT_FALSE(all.truncated);
+  EXPECT_EQ(all.open, static_cast<std::size_t>(kConnections));
 }
 
 }  // namespace
