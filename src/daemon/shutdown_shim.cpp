@@ -69,9 +69,8 @@ void shutdown_shim::start() {
   }
   kubelet_.start();
 
-  // With --inhibit=required the command starts only once the lock is held (first_attempt_done),
-  // so that a failed start leaves nothing running. At start-up a command that cannot be started
-  // ends the shim (main() logs it, exit 1).
+  // With --inhibit=required the command starts only once the lock is held (first_attempt_done):
+  // a failed start leaves nothing running. Here one ends the shim (main() logs it, exit 1).
   if (cfg_.inhibit != inhibit_mode::required) {
     if (auto started = target_.start_child(); !started) throw std::runtime_error(started.error());
   }
@@ -123,8 +122,7 @@ void shutdown_shim::carry_out(const seq::action& a) {
       // Only a cancel asks for this: the shutdown is over without a reboot.
       target_.forget_shutdown();
       if (logind_) logind_->retake();
-      // The hold is over even while /readyz stays unready for a target that is down: sampling
-      // went on a sample a second (issue 35, item 7).
+      // The hold is over, even while /readyz stays unready for a target that is down.
       return lb_.end();
     case kind::exit:
       return request_exit();
