@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The `system` suite: shutdown-shim installed as a package into a Debian 12 container and driven
-through real systemd, logind and dbus under systemd-nspawn.
+"""The `system` suite: shutdown-shim installed as a package into a Debian container (12, 13 or sid:
+--release) and driven through real systemd, logind and dbus under systemd-nspawn.
 
 Each case boots a container of its own (its own PID 1, journald, dbus-daemon and logind, and only
 a loopback interface) from overlay layers: the cached debootstrap root file system
@@ -16,7 +16,7 @@ shim's event log (monotonic_us), the stand-in apiserver's logs and this driver's
 the same clock. Checks are about order, counts and lower bounds; times are reported, never bounded
 from above (the machines are shared and slow).
 
-  tests/system/system_test.py --build-root BUILD [--case NAME]... [--jobs N] [--keep]
+  tests/system/system_test.py --build-root BUILD [--release R] [--case NAME]... [--jobs N] [--keep]
 
 Exit status: 0 every case passed, 1 a case failed, 77 skipped (no root, systemd-nspawn, overlayfs
 or root file system), which under CI=true is a failure instead."""
@@ -36,6 +36,16 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
+
+# The releases the package is proven on (scripts/debian-rootfs builds each root). This machine
+# mounts cgroups in hybrid mode: nspawn then gives the container the same, which systemd 258 and
+# later refuse ("Detected unsupported legacy cgroup hierarchy, refusing execution", PID 1 exits
+# 255 at once) and 256 and later only warn about. From 13 on the container gets the unified
+# hierarchy alone, as those releases boot a node by default (SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1;
+# the host's v1 hierarchies keep every controller, so no resource limit applies inside).
+RELEASES = {"bookworm": {"debian": "12", "unified": False},
+            "trixie": {"debian": "13", "unified": True},
+            "sid": {"debian": "sid", "unified": True}}
 
 
 def message_id(kind: str) -> str:
@@ -177,8 +187,9 @@ def in_cgroups(cgroups, argv):
 class Node:
     """One boot of the node: systemd-nspawn -b on an overlay root, driven with nsenter."""
 
-    def __init__(self, name, overlay: Overlay, directory: Path, cgroup_parent):
+    def __init__(self, name, overlay: Overlay, directory: Path, cgroup_parent, unified: bool):
         self.name = name
+        self.unified = unified
         self.console = None
         self.root = overlay.root
         self.dir = directory
@@ -199,9 +210,10 @@ class Node:
             "--register=no", "--keep-unit", "--private-network", "--console=pipe",
             "--link-journal=no"])
         self.console = open(self.dir / "console.log", "a")
+        env = {**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": NO_BUS,
+               "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1" if self.unified else "0"}
         self.nspawn = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.console,
-                                       stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": NO_BUS})
+                                       stderr=subprocess.STDOUT, start_new_session=True, env=env)
         deadline = time.monotonic() + 60
         while self.pid1 is None:
             if self.nspawn.poll() is not None:
@@ -1131,12 +1143,13 @@ def prepare_package_layer(lowers, deb: Path, directory: Path, cgroup_parent):
     return layer.upper
 
 
-def run_case(case: Case, lowers, work: Path, cgroup_parent):
+def run_case(case: Case, lowers, work: Path, cgroup_parent, release):
     r = Result(case.name)
     directory = work / case.name
     overlay = Overlay(lowers, directory)
     overlay.mount()
-    node = Node(f"shim-{case.name}", overlay, directory, cgroup_parent)
+    node = Node(f"shim-{case.name}", overlay, directory, cgroup_parent,
+                RELEASES[release]["unified"])
     started = time.monotonic()
     try:
         case.configure(overlay.root)
@@ -1166,6 +1179,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-root", required=True, type=Path,
                         help="the meson build root (the stand-in apiserver; package/ is made here)")
+    parser.add_argument("--release", choices=list(RELEASES), default="bookworm",
+                        help="the Debian release of the node (default: bookworm)")
     parser.add_argument("--case", action="append", choices=[c.name for c in CASES])
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -1196,19 +1211,23 @@ def run_suite(args):
     if not apiserver.exists():
         print(f"system: no {apiserver}: build the tests first", file=sys.stderr)
         return 1
-    rootfs = subprocess.run([str(REPO / "scripts/debian-rootfs")], text=True,
+    rootfs = subprocess.run([str(REPO / "scripts/debian-rootfs"), args.release], text=True,
                             stdout=subprocess.PIPE)
     if rootfs.returncode == 77:
         skip("no Debian root file system (see scripts/debian-rootfs above)")
     if rootfs.returncode != 0:
         return 1
     rootfs = Path(rootfs.stdout.strip())
-    print(f"system: root file system {rootfs} ({time.monotonic() - started:.0f} s)")
+    systemd = run(["dpkg-query", f"--admindir={rootfs}/var/lib/dpkg", "-W", "-f", "${Version}",
+                   "systemd"]).stdout.strip()
+    print(f"system: Debian {RELEASES[args.release]['debian']} ({args.release}), systemd {systemd}"
+          f"{', cgroup v2 only' if RELEASES[args.release]['unified'] else ''}: root file system "
+          f"{rootfs} ({time.monotonic() - started:.0f} s)")
 
     # nspawn's own state under /run/systemd/nspawn: a tmpfs of this mount namespace.
     Path("/run/systemd/nspawn").mkdir(parents=True, exist_ok=True)
     run(["mount", "-t", "tmpfs", "tmpfs", "/run/systemd/nspawn"])
-    work = Path(tempfile.mkdtemp(prefix="shim-system-test."))
+    work = Path(tempfile.mkdtemp(prefix=f"shim-system-test.{args.release}."))
     cgroup_parent = f"shutdown-shim-system-test.{os.getpid()}"
     ok = False
     try:
@@ -1227,12 +1246,12 @@ def run_suite(args):
         layers = {"bare": [bare, rootfs], "package": [package, bare, rootfs]}
         cases = [c for c in CASES if not args.case or c.name in args.case]
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = [pool.submit(run_case, c, layers[c.node], work, cgroup_parent)
-                       for c in cases]
+            futures = [pool.submit(run_case, c, layers[c.node], work, cgroup_parent,
+                                   args.release) for c in cases]
             results = [f.result() for f in futures]
         ok = report(cases, results)
-        print(f"system: {'PASS' if ok else 'FAIL'} after {time.monotonic() - started:.0f} s "
-              f"({len(cases)} cases, {args.jobs} at a time)")
+        print(f"system: {args.release}: {'PASS' if ok else 'FAIL'} after "
+              f"{time.monotonic() - started:.0f} s ({len(cases)} cases, {args.jobs} at a time)")
     finally:
         for hierarchy in ("systemd", "unified"):
             remove_cgroup(Path("/sys/fs/cgroup") / hierarchy / cgroup_parent)
