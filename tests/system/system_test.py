@@ -496,6 +496,13 @@ def reboot(node: Node, r: Result):
     node.sh("systemctl", "reboot")
     node.wait_exit(120)
     reboot_checks(node, r, trigger)
+    # The load balancer's figures of new connections come from the kernel's socket table
+    # (NETLINK_SOCK_DIAG): the unit must let the shim open that socket.
+    drained = [e for e in node.events() if e["event"] == "DrainElapsed"]
+    samples = drained[-1].get("lb_connection_samples") if drained else None
+    r.expect(samples not in (None, "0"), "the DrainElapsed event has no sample of new "
+             f"connections (lb_connection_samples={samples}): the socket table was not read")
+    r.facts["samples of new connections"] = str(samples)
     # The next boot, on the same root: `shutdown-shim report` says the last shutdown was clean.
     # nspawn gives each boot of the container a boot id of its own, but the shim's unit sees the
     # host's (its sandbox drops nspawn's mount over /proc/sys/kernel/random/boot_id: measured
@@ -676,6 +683,70 @@ def kill_hold(node: Node, r: Result):
     r.facts.update({"SIGKILL": ms(killed, t0), "restart scheduled": ms(restart_t, t0),
                     "ShutdownResumed (journal)": ms(resumed_t, t0),
                     "kubelet's lock released": ms(kubelet_t, t0)})
+
+
+SLOW_STOP_S = 30  # the cancel case's unit that holds the shutdown's stop jobs back
+
+
+def slow_stop_unit(root: Path):
+    # Stopped before the shim (After=, reversed at a stop), its stop taking SLOW_STOP_S: the
+    # shutdown's jobs stay queued long enough for an operator's `systemctl cancel`.
+    write(root / "etc/systemd/system/slow-stop.service",
+          "[Unit]\nDescription=system test: a unit that takes long to stop\n"
+          "After=shutdown-shim.service\n"
+          f"[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/true\n"
+          f"ExecStop=/bin/sleep {SLOW_STOP_S}\nTimeoutStopSec={SLOW_STOP_S * 2}\n"
+          "[Install]\nWantedBy=multi-user.target\n")
+    run(["systemctl", f"--root={root}", "enable", "slow-stop.service"])
+
+
+def cancel(node: Node, r: Result):
+    """systemctl reboot, the hold served, then `systemctl cancel` while the stop jobs wait on a
+    slow unit: logind's PrepareForShutdown(false) reaches the shim, which takes its lock again and
+    signals nothing more; once the runtime runs kube-apiserver again it is ready."""
+    node.start()
+    node.wait_ready()
+    pid = node.unit("MainPID")
+    trigger = now_us()
+    node.sh("systemctl", "reboot")
+    node.wait_for(lambda: any(e["event"] == "InhibitorReleased" and e["monotonic_us"] > trigger
+                              for e in node.events()), 60, "the shim's release of its lock")
+    node.wait_for(lambda: node.unit("ActiveState", "slow-stop.service") == "deactivating"
+                  and "reboot.target" in node.sh("systemctl", "list-jobs", "--no-legend",
+                                                 check=False).stdout, 30,
+                  "reboot.target's job queued behind the slow unit's stop")
+    cancelled = now_us()
+    events_before = len(node.events())
+    node.sh("systemctl", "cancel")
+    node.wait_for(lambda: any(e["event"] == "InhibitorTaken" and e["monotonic_us"] > cancelled
+                              for e in node.events()), 30, "the shim's lock taken again")
+    events = node.events()
+    times = lambda kind: [e["monotonic_us"] for e in events if e["event"] == kind]
+    cancel_t = next((t for t in times("ShutdownCancelled") if t > cancelled), None)
+    retaken_t = next((t for t in times("InhibitorTaken") if t > cancelled), None)
+    r.expect(cancel_t is not None, "no ShutdownCancelled after the cancel")
+    r.expect(node.nspawn.poll() is None, "the node went down after all")
+    r.expect(node.unit("MainPID") == pid, f"the shim was stopped or restarted: MainPID {pid} -> "
+             f"{node.unit('MainPID')}")
+    r.expect(("shutdown-shim", pid) in node.delay_locks(),
+             f"logind lists no delay lock of the shim: {node.delay_locks()}")
+    # kubelet would start kube-apiserver again; here its runtime does.
+    node.sh("systemctl", "restart", "containerd.service")
+    ready_t = node.wait_ready(after_event=events_before)
+    signals = node.apiserver_signals()
+    r.expect(len(signals) == 1, f"kube-apiserver got {len(signals)} SIGTERMs, expected 1")
+    j = node.journal()
+    accepted_t, _ = j.first(from_logind("The system will reboot now"), trigger)
+    r.facts.update({
+        "SIGTERMs at kube-apiserver": f"{len(signals)} at "
+                                      + ", ".join(ms(t, accepted_t or trigger) for t in signals),
+        "lock released": ms(next((t for t in times("InhibitorReleased") if t > trigger), None),
+                            accepted_t or trigger),
+        "ShutdownCancelled (after the cancel)": ms(cancel_t, cancelled),
+        "lock taken again": ms(retaken_t, cancelled),
+        "ready again (runtime restarted)": ms(ready_t, cancelled),
+    })
+    node.power_off_now()
 
 
 def ordering(node: Node, r: Result):
@@ -1027,6 +1098,8 @@ CASES = [
          kubelet_lock, kill_hold),
     Case("ordering", "reboot.target started without logind: the shim drains before the "
                      "runtime stops kube-apiserver's scope", lambda root: None, ordering),
+    Case("cancel", "systemctl cancel after the hold, the stop jobs queued behind a slow unit: "
+                   "the lock taken again, no second signal", slow_stop_unit, cancel),
     Case("install", "apt-get install on a booted node without the package: enabled, started, "
                     "logind reloaded", lambda root: None, install, node="bare"),
     Case("upgrade", "apt-get install --reinstall of the running package: a restart, no signal",

@@ -243,7 +243,7 @@ def check_unit(args):
                       ("RuntimeDirectoryPreserve", "restart")]:
         p.check(one(key) == want, f"[Service] {key}={one(key)}, want {want}")
     p.check(set((one("RestrictAddressFamilies") or "").split()) == {"AF_UNIX", "AF_INET",
-                                                                     "AF_INET6"},
+                                                                     "AF_INET6", "AF_NETLINK"},
             f"RestrictAddressFamilies={one('RestrictAddressFamilies')}")
     p.check(set((one("CapabilityBoundingSet") or "").split()) == {"CAP_KILL", "CAP_SYS_BOOT"},
             f"CapabilityBoundingSet={one('CapabilityBoundingSet')}, want CAP_KILL CAP_SYS_BOOT")
