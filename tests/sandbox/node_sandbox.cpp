@@ -355,7 +355,8 @@ void node_sandbox::stop_dbus() {
   dbus_.reset();
   std::error_code ec;
   std::filesystem::remove(dir_ / "system_bus_socket", ec);
-  // logind 252 neither exits nor reconnects when its bus goes away: it lingers, disconnected.
+  // logind (252, 257 and 262 alike) neither exits nor reconnects when its bus goes away: it
+  // lingers, disconnected.
   // Restarting it is what a node needs after a bus restart, so it is stopped here and started
   // again with the bus.
   logind_was_running_ = logind_ != nullptr;
