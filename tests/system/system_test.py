@@ -210,8 +210,13 @@ class Node:
             "--register=no", "--keep-unit", "--private-network", "--console=pipe",
             "--link-journal=no"])
         self.console = open(self.dir / "console.log", "a")
-        env = {**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": NO_BUS,
-               "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "1" if self.unified else "0"}
+        # Unset, not "0", for 12: "0" is the legacy v1 layout alone, in which a container's
+        # systemd misses cgroup-empty events (the ensure case waited out a 90 s stop timeout on
+        # an empty cgroup, twice); unset, nspawn gives it the machine's hybrid layout.
+        env = {k: v for k, v in os.environ.items() if k != "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY"}
+        env["DBUS_SYSTEM_BUS_ADDRESS"] = NO_BUS
+        if self.unified:
+            env["SYSTEMD_NSPAWN_UNIFIED_HIERARCHY"] = "1"
         self.nspawn = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.console,
                                        stderr=subprocess.STDOUT, start_new_session=True, env=env)
         deadline = time.monotonic() + 60
