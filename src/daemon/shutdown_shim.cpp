@@ -47,8 +47,7 @@ void shutdown_shim::start() {
   auto claimed = claimed_directory::claim(state_directory(cfg_));
   if (!claimed) throw std::runtime_error(claimed.error());
   state_dir_.emplace(std::move(claimed.value()));
-  // Signals first, so that a SIGTERM during start-up already runs the sequence.
-  // As PID 1 (a container's init) every orphan is ours to reap.
+  // Signals first: a SIGTERM during start-up runs the sequence; as PID 1 every orphan is ours.
   signals_.start(cfg_.target.wrapper() && getpid() == 1);
   notifier_.start_watchdog();
 
@@ -181,9 +180,8 @@ void shutdown_shim::prepare_for_shutdown(bool active, const std::string& cause) 
 void shutdown_shim::preparing_read(bool preparing) {
   const bool draining = runner_.sequence().phase().draining();
   if (!preparing) {
-    // The shutdown an earlier run recorded is over: never resume it later. A restarted logind
-    // forgets a delayed shutdown, and a PrepareForShutdown(false) sent while the bus was down is
-    // never seen: what logind says now is what counts.
+    // What an earlier run recorded is over, never to resume: a restarted logind forgets a delayed
+    // shutdown, and a PrepareForShutdown(false) sent while the bus was down is never seen.
     if (target_.resumable()) target_.forget_shutdown();
     if (!draining) return;
     return runner_.feed(
@@ -207,8 +205,7 @@ void shutdown_shim::first_attempt_done(const result<>& outcome) {
   if (!outcome && cfg_.inhibit == inhibit_mode::required) {
     return finish({shim_outcome::kind::inhibit_failed, 0, outcome.error()});
   }
-  // A stop that came while the lock was being taken: the command is not started at all. On the
-  // loop a failed start is logged (as run() logged it when it was thrown), and READY=1 is not sent.
+  // A stop while the lock was being taken: the command never starts; a failed one sends no READY.
   if (cfg_.inhibit == inhibit_mode::required && !runner_.sequence().phase().draining()) {
     if (auto started = target_.start_child(); !started) {
       return log_loop_failure(log_, started.error());
