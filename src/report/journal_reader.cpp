@@ -108,9 +108,8 @@ cut_short_cause find_cut_short_cause(const std::string& boot_id,
   sd_journal_flush_matches(j.get());
   const bool matched = add_match(j.get(), boot_match) && add_match(j.get(), "_UID=0") &&
                        add_match(j.get(), "_SYSTEMD_UNIT=systemd-logind.service") &&
-                       sd_journal_add_disjunction(j.get()) >= 0 &&
-                       add_match(j.get(), boot_match) && add_match(j.get(), "_UID=0") &&
-                       add_match(j.get(), "_COMM=systemd-logind");
+                       sd_journal_add_disjunction(j.get()) >= 0 && add_match(j.get(), boot_match) &&
+                       add_match(j.get(), "_UID=0") && add_match(j.get(), "_COMM=systemd-logind");
   if (!matched) return out;
   out.what = cut_short_cause::kind::shim_died;
   if (unready_us && *unready_us > 0) {
