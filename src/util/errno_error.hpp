@@ -18,12 +18,6 @@ inline std::string errno_text(int error, const std::string& context) {
   return std::system_error(error < 0 ? -error : error, std::generic_category(), context).what();
 }
 
-// For sd-bus and other calls that return a negative errno on failure.
-inline int check_negative_errno(int r, const std::string& context) {
-  if (r < 0) throw_errno(r, context);
-  return r;
-}
-
 // For libc calls that return -1 and set errno.
 inline int check_libc(int r, const std::string& context) {
   if (r < 0) throw_errno(errno, context);
