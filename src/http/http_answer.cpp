@@ -62,35 +62,17 @@ readyz_query parse_readyz_query(std::string_view target) {
   return out;
 }
 
-// What route() decides; to_response() makes it an http_response, append_answer() the same bytes
-// without one.
+// What route() decides; append_answer() writes it.
 struct answer {
   http::status code = http::status::ok;
   std::string body;
   std::string_view content_type = kTextPlain;
 };
 
-// HEAD gets the status and Content-Length of the GET response and no body.
-http_response to_response(const http_request& request, answer a) {
-  http_response response{a.code, request.version()};
-  response.set(http::field::content_type, a.content_type);
-  response.set("X-Content-Type-Options", "nosniff");
-  response.set(http::field::cache_control, "no-store");
-  response.keep_alive(request.keep_alive());
-  if (request.method() == http::verb::head) {
-    response.content_length(a.body.size());
-  } else {
-    response.body() = std::move(a.body);
-    response.prepare_payload();
-  }
-  if (a.code == http::status::method_not_allowed) response.set(http::field::allow, "GET, HEAD");
-  return response;
-}
-
-// The bytes Beast's serializer writes for to_response(request, a), without building the message.
-// Per keep-alive /readyz callgrind counted Beast's serializer, building the message and
-// fmt::format_to each as a measurable cost over these appends (docs/benchmarks.md). The unit
-// tests compare the two byte for byte.
+// The bytes Beast's serializer writes for the answer as an http::response, without building one:
+// per keep-alive /readyz callgrind counted Beast's serializer, building the message and
+// fmt::format_to each as a measurable cost over these appends (docs/benchmarks.md). HEAD gets the
+// GET answer's status and Content-Length and no body.
 void append_answer(std::string& out, const http_request& request, const answer& a) {
   const unsigned version = request.version();
   char digits[24];
@@ -188,13 +170,6 @@ std::string_view refusal_text(http::status code) {
 }
 
 }  // namespace
-
-http_response handle_request(const shim_status& status, http_request_counts& counts,
-                             const http_request& request) {
-  answer a = route(status, counts, request);
-  counts.add(handler_of_path(path_of(request.target())), static_cast<unsigned>(a.code));
-  return to_response(request, std::move(a));
-}
 
 appended_response append_response(const shim_status& status, http_request_counts& counts,
                                   const http_request& request, std::string& out) {

@@ -14,13 +14,9 @@
 namespace shim {
 
 // What the readiness server answers (/readyz[?verbose][&exclude=NAME], /livez, /healthz, /metrics),
-// from the status table as it is now: one request in, one response out. Counts the response's
-// status code under its handler in `counts`.
-http_response handle_request(const shim_status& status, http_request_counts& counts,
-                             const http_request& request);
-
-// What the server writes: the bytes of handle_request()'s response, appended to `out` without
-// building it, and whether the connection stays open after it; its handler and status code.
+// from the status table as it is now: one request in, the bytes of one response appended to `out`,
+// and whether the connection stays open after it; its handler and status code. Counts the
+// response's status code under its handler in `counts`.
 struct appended_response {
   bool keep_alive = false;
   http_handler handler = http_handler::other;

@@ -1,6 +1,6 @@
 // What the readiness server's tests share: statuses, requests, Beast's own parse and serialization
-// to compare with, and the fixtures (handle_request without a socket; the server in process with
-// clients on the same io_context).
+// to compare with, the server's answers read back by Beast's parser, and the fixtures (answers
+// without a socket; the server in process with clients on the same io_context).
 
 #pragma once
 
@@ -31,6 +31,7 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using namespace std::chrono_literals;
+using http_response = http::response<http::string_body>;
 
 inline shim_status ready_status() {
   shim_status status;
@@ -108,7 +109,29 @@ inline std::string serialized(const http_response& response) {
   return out.str();
 }
 
-// handle_request and render_metrics, without a socket.
+// The server's answer to `request`: the bytes append_response writes (what the session sends), as
+// Beast's parser reads them back. They must be one whole response that Beast serializes to the
+// same bytes, and say what append_response returns (status, whether the connection stays open).
+inline http_response answer_to(const shim_status& status, http_request_counts& counts,
+                               const http_request& request) {
+  std::string bytes;
+  const auto sent = append_response(status, counts, request, bytes);
+  http::response_parser<http::string_body> parser;
+  parser.eager(true);
+  parser.skip(request.method() == http::verb::head);  // HEAD: a Content-Length, no body
+  beast::error_code ec;
+  const std::size_t used = parser.put(asio::buffer(bytes.data(), bytes.size()), ec);
+  EXPECT_FALSE(ec) << ec.message() << "\n" << bytes;
+  EXPECT_TRUE(parser.is_done()) << bytes;
+  EXPECT_EQ(used, bytes.size()) << bytes;
+  http_response response = parser.release();
+  EXPECT_EQ(serialized(response), bytes);
+  EXPECT_EQ(response.result(), sent.code);
+  EXPECT_EQ(response.keep_alive(), sent.keep_alive);
+  return response;
+}
+
+// answer_to and render_metrics, without a socket.
 
 class HandleRequest : public ::testing::Test {
  protected:

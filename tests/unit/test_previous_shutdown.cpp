@@ -15,12 +15,14 @@
 #include "http/prometheus_metrics.hpp"
 #include "http/readiness_server.hpp"
 #include "readiness/shim_status.hpp"
+#include "readiness_server_test_support.hpp"
 #include "report/previous_shutdown.hpp"
 #include "report/shutdown_history.hpp"
 
 namespace shim {
 namespace {
 
+using readiness_test::answer_to;
 using test::event_log_builder;
 using test::kBootA;
 using test::kBootB;
@@ -238,8 +240,7 @@ TEST(PreviousShutdown, AnInformationalCheckThatNeverFails) {
   EXPECT_TRUE(s.ready()) << "the past never makes the node unready";
   EXPECT_THAT(status_line(s), testing::StartsWith("ready;"));
   http_request_counts counts;
-  const auto verbose =
-      handle_request(s, counts, {boost::beast::http::verb::get, "/readyz?verbose", 11});
+  const auto verbose = answer_to(s, counts, {boost::beast::http::verb::get, "/readyz?verbose", 11});
   EXPECT_EQ(verbose.result_int(), 200u);
   EXPECT_TRUE(has_line(verbose.body(),
                        "[+]previous-shutdown ok: cut short at 2026-11-29T16:01:40.000000Z, boot "

@@ -1,6 +1,6 @@
 // The server in process, one connection at a time: listening, keep-alive and pipelining, answers
-// byte for byte as Beast writes them, HTTP/1.0 and Connection: close, the read deadline, stopping,
-// IPv6.
+// byte for byte (append_response's; the refusals as Beast writes them), HTTP/1.0 and Connection:
+// close, the read deadline, stopping, IPv6.
 
 #include <boost/asio/steady_timer.hpp>
 #include <regex>
@@ -94,8 +94,8 @@ TEST_F(ReadinessServerTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_TRUE(h.message.body().empty());
 }
 
-// The server writes its answers without building an http_response: they must be the bytes Beast
-// writes for handle_request's response to the same request.
+// What the server writes over a socket must be the bytes append_response writes for the same
+// request (which answer_to reads back with Beast's parser), and end where they do.
 // An answer with the values of its process_* samples, and so its Content-Length, masked.
 std::string without_process_figures(const std::string& answer) {
   static const std::regex kSample("(^|\n)(process_[a-z_]+) [^\n]*");
@@ -104,7 +104,7 @@ std::string without_process_figures(const std::string& answer) {
                             "Content-Length: X");
 }
 
-TEST_F(ReadinessServerTest, AnswersAreByteIdenticalToBeastsSerialization) {
+TEST_F(ReadinessServerTest, AnswersAreByteIdenticalToAppendResponse) {
   start();
   const std::vector<std::string> heads = {
       "GET /readyz HTTP/1.1\r\nHost: node\r\n",
@@ -140,7 +140,8 @@ TEST_F(ReadinessServerTest, AnswersAreByteIdenticalToBeastsSerialization) {
       const auto request = parse_request(raw);
       // The server counts into its own counters, the reference into a copy of them.
       auto reference = server->request_counts();
-      const std::string expected = serialized(handle_request(status, reference, request));
+      std::string expected;
+      append_response(status, reference, request, expected);
       auto c = connect();
       c->send(raw);
       if (request.target() == "/metrics" && request.method() != http::verb::delete_) {
@@ -153,10 +154,11 @@ TEST_F(ReadinessServerTest, AnswersAreByteIdenticalToBeastsSerialization) {
       }
       EXPECT_EQ(server->request_counts(), reference);
       if (request.keep_alive()) {
-        // The answer ended where Beast's does, and the connection serves the next request.
+        // The answer ended where append_response's does, and the connection serves the next
+        // request.
         c->send(closing);
-        const std::string next =
-            serialized(handle_request(status, reference, parse_request(closing)));
+        std::string next;
+        append_response(status, reference, parse_request(closing), next);
         EXPECT_EQ(read_bytes(*c, next.size()), next);
       }
       EXPECT_EQ(wait_closed(*c), asio::error::eof);

@@ -1,4 +1,4 @@
-// handle_request without a socket: /readyz and its verbose form, HEAD, /livez and /healthz, unknown
+// The answers without a socket: /readyz and its verbose form, HEAD, /livez and /healthz, unknown
 // paths and methods, keep-alive and version, the counts of answers by code.
 
 #include "http/http_answer.hpp"
@@ -10,7 +10,7 @@ namespace {
 TEST_F(HandleRequest, ReadyzReadyIs200Ok) {
   auto status = ready_status();
   ASSERT_TRUE(status.ready());
-  const auto response = handle_request(status, counts, make_request(http::verb::get, "/readyz"));
+  const auto response = answer_to(status, counts, make_request(http::verb::get, "/readyz"));
   EXPECT_EQ(response.result(), http::status::ok);
   EXPECT_EQ(response.body(), "ok");
   EXPECT_EQ(response[http::field::content_length], "2");
@@ -22,7 +22,7 @@ TEST_F(HandleRequest, ReadyzDrainingIs503WithReasonWithheld) {
   auto status = ready_status();
   start_drain(status);
   ASSERT_FALSE(status.ready());
-  const auto response = handle_request(status, counts, make_request(http::verb::get, "/readyz"));
+  const auto response = answer_to(status, counts, make_request(http::verb::get, "/readyz"));
   EXPECT_EQ(response.result(), http::status::service_unavailable);
   expect_plain_text_headers(response);
   const auto lines = lines_of(response.body());
@@ -36,13 +36,13 @@ TEST_F(HandleRequest, ReadyzDrainingIs503WithReasonWithheld) {
 TEST_F(HandleRequest, ReadyzNotYetReadyIs503) {
   shim_status status;  // listener not bound, inhibitor pending
   ASSERT_FALSE(status.ready());
-  auto response = handle_request(status, counts, make_request(http::verb::get, "/readyz"));
+  auto response = answer_to(status, counts, make_request(http::verb::get, "/readyz"));
   EXPECT_EQ(response.result(), http::status::service_unavailable);
   EXPECT_EQ(lines_of(response.body()).back(), "readyz check failed");
 
   status.listener_bound = true;
   ASSERT_FALSE(status.ready());  // the first inhibitor attempt has not finished
-  response = handle_request(status, counts, make_request(http::verb::get, "/readyz"));
+  response = answer_to(status, counts, make_request(http::verb::get, "/readyz"));
   EXPECT_EQ(response.result(), http::status::service_unavailable);
   EXPECT_TRUE(has_line(response.body(), "[-]inhibitor failed: reason withheld")) << response.body();
 }
@@ -52,7 +52,7 @@ TEST_F(HandleRequest, ReadyzVerboseListsChecks) {
   for (const auto* target : {"/readyz?verbose", "/readyz?verbose=1", "/readyz?verbose=true",
                              "/readyz?verbose=", "/readyz?foo=bar&verbose"}) {
     SCOPED_TRACE(target);
-    const auto response = handle_request(status, counts, make_request(http::verb::get, target));
+    const auto response = answer_to(status, counts, make_request(http::verb::get, target));
     EXPECT_EQ(response.result(), http::status::ok);
     expect_plain_text_headers(response);
     EXPECT_EQ(lines_of(response.body()), expected_verbose_lines(status));
@@ -64,8 +64,7 @@ TEST_F(HandleRequest, ReadyzVerboseListsChecks) {
 TEST_F(HandleRequest, ReadyzVerboseDrainingShowsDetail) {
   auto status = ready_status();
   start_drain(status);
-  const auto response =
-      handle_request(status, counts, make_request(http::verb::get, "/readyz?verbose"));
+  const auto response = answer_to(status, counts, make_request(http::verb::get, "/readyz?verbose"));
   EXPECT_EQ(response.result(), http::status::service_unavailable);
   EXPECT_EQ(lines_of(response.body()), expected_verbose_lines(status));
   EXPECT_NE(response.body().find("[-]shutdown failed: "), std::string::npos) << response.body();
@@ -79,8 +78,7 @@ TEST_F(HandleRequest, ReadyzVerboseShowsDetailOfPassingChecks) {
   status.logind.inhibitor_detail = "bus lost";
   status.logind.delay_max_usec = 5'000'000;  // 5s < hold_needed
   ASSERT_TRUE(status.ready());
-  const auto response =
-      handle_request(status, counts, make_request(http::verb::get, "/readyz?verbose"));
+  const auto response = answer_to(status, counts, make_request(http::verb::get, "/readyz?verbose"));
   EXPECT_EQ(response.result(), http::status::ok);
   EXPECT_EQ(lines_of(response.body()), expected_verbose_lines(status));
   EXPECT_NE(response.body().find("[+]inhibitor ok: "), std::string::npos) << response.body();
@@ -92,7 +90,7 @@ TEST_F(HandleRequest, ReadyzOtherQueriesAreNotVerbose) {
   for (const auto* target : {"/readyz?verbose=0", "/readyz?verbose=false", "/readyz?x=1",
                              "/readyz?verbosex", "/readyz?"}) {
     SCOPED_TRACE(target);
-    const auto response = handle_request(status, counts, make_request(http::verb::get, target));
+    const auto response = answer_to(status, counts, make_request(http::verb::get, target));
     EXPECT_EQ(response.result(), http::status::ok);
     EXPECT_EQ(response.body(), "ok");
   }
@@ -102,8 +100,8 @@ TEST_F(HandleRequest, HeadHasStatusAndLengthButNoBody) {
   auto status = ready_status();
   for (const auto* target : {"/readyz", "/readyz?verbose", "/livez", "/healthz", "/metrics"}) {
     SCOPED_TRACE(target);
-    const auto get = handle_request(status, counts, make_request(http::verb::get, target));
-    const auto head = handle_request(status, counts, make_request(http::verb::head, target));
+    const auto get = answer_to(status, counts, make_request(http::verb::get, target));
+    const auto head = answer_to(status, counts, make_request(http::verb::head, target));
     EXPECT_EQ(head.result(), get.result());
     EXPECT_TRUE(head.body().empty());
     EXPECT_EQ(head[http::field::content_type], get[http::field::content_type]);
@@ -112,8 +110,8 @@ TEST_F(HandleRequest, HeadHasStatusAndLengthButNoBody) {
     }
   }
   start_drain(status);
-  const auto get = handle_request(status, counts, make_request(http::verb::get, "/readyz"));
-  const auto head = handle_request(status, counts, make_request(http::verb::head, "/readyz"));
+  const auto get = answer_to(status, counts, make_request(http::verb::get, "/readyz"));
+  const auto head = answer_to(status, counts, make_request(http::verb::head, "/readyz"));
   EXPECT_EQ(head.result(), http::status::service_unavailable);
   EXPECT_TRUE(head.body().empty());
   EXPECT_EQ(head[http::field::content_length], std::to_string(get.body().size()));
@@ -126,7 +124,7 @@ TEST_F(HandleRequest, LivezAndHealthzAlwaysOk) {
   for (auto* s : {&status, &not_ready}) {
     for (const auto* target : {"/livez", "/healthz", "/livez?verbose"}) {
       SCOPED_TRACE(target);
-      const auto response = handle_request(*s, counts, make_request(http::verb::get, target));
+      const auto response = answer_to(*s, counts, make_request(http::verb::get, target));
       EXPECT_EQ(response.result(), http::status::ok);
       EXPECT_EQ(response.body(), "ok");
       expect_plain_text_headers(response);
@@ -138,15 +136,15 @@ TEST_F(HandleRequest, UnknownPathIs404) {
   auto status = ready_status();
   for (const auto* target : {"/", "/readyz/", "/ready", "/readyzz", "/metrics/x", "*"}) {
     SCOPED_TRACE(target);
-    const auto response = handle_request(status, counts, make_request(http::verb::get, target));
+    const auto response = answer_to(status, counts, make_request(http::verb::get, target));
     EXPECT_EQ(response.result(), http::status::not_found);
     expect_plain_text_headers(response);
   }
-  const auto head = handle_request(status, counts, make_request(http::verb::head, "/nope"));
+  const auto head = answer_to(status, counts, make_request(http::verb::head, "/nope"));
   EXPECT_EQ(head.result(), http::status::not_found);
   EXPECT_TRUE(head.body().empty());
   // An unknown path is 404 whatever the method.
-  EXPECT_EQ(handle_request(status, counts, make_request(http::verb::post, "/nope")).result(),
+  EXPECT_EQ(answer_to(status, counts, make_request(http::verb::post, "/nope")).result(),
             http::status::not_found);
 }
 
@@ -156,7 +154,7 @@ TEST_F(HandleRequest, OtherMethodsAre405WithAllow) {
     for (auto method : {http::verb::post, http::verb::put, http::verb::delete_, http::verb::options,
                         http::verb::patch}) {
       SCOPED_TRACE(std::string(http::to_string(method)) + " " + target);
-      const auto response = handle_request(status, counts, make_request(method, target));
+      const auto response = answer_to(status, counts, make_request(method, target));
       EXPECT_EQ(response.result(), http::status::method_not_allowed);
       EXPECT_EQ(response[http::field::allow], "GET, HEAD");
       expect_plain_text_headers(response);
@@ -166,33 +164,33 @@ TEST_F(HandleRequest, OtherMethodsAre405WithAllow) {
 
 TEST_F(HandleRequest, HonoursKeepAliveAndVersion) {
   auto status = ready_status();
-  auto response = handle_request(status, counts, make_request(http::verb::get, "/readyz", 10));
+  auto response = answer_to(status, counts, make_request(http::verb::get, "/readyz", 10));
   EXPECT_EQ(response.version(), 10u);
   EXPECT_FALSE(response.keep_alive());
   EXPECT_TRUE(response.need_eof());
 
   auto request = make_request(http::verb::get, "/readyz", 10);
   request.keep_alive(true);
-  response = handle_request(status, counts, request);
+  response = answer_to(status, counts, request);
   EXPECT_EQ(response.version(), 10u);
   EXPECT_TRUE(response.keep_alive());
   EXPECT_FALSE(response.need_eof());
 
   request = make_request(http::verb::get, "/readyz", 11);
   request.keep_alive(false);
-  response = handle_request(status, counts, request);
+  response = answer_to(status, counts, request);
   EXPECT_EQ(response.version(), 11u);
   EXPECT_FALSE(response.keep_alive());
 }
 
 TEST_F(HandleRequest, CountsResponsesByCode) {
   auto status = ready_status();
-  handle_request(status, counts, make_request(http::verb::get, "/readyz"));
-  handle_request(status, counts, make_request(http::verb::get, "/livez"));
-  handle_request(status, counts, make_request(http::verb::get, "/nope"));
-  handle_request(status, counts, make_request(http::verb::post, "/readyz"));
+  answer_to(status, counts, make_request(http::verb::get, "/readyz"));
+  answer_to(status, counts, make_request(http::verb::get, "/livez"));
+  answer_to(status, counts, make_request(http::verb::get, "/nope"));
+  answer_to(status, counts, make_request(http::verb::post, "/readyz"));
   start_drain(status);
-  handle_request(status, counts, make_request(http::verb::head, "/readyz"));
+  answer_to(status, counts, make_request(http::verb::head, "/readyz"));
   using h = http_handler;
   http_request_counts expected;
   expected.add(h::readyz, 200);

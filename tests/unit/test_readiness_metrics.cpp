@@ -1,5 +1,5 @@
 // /metrics: render_metrics' families and samples in each state of the shim, Prometheus' promtool
-// on them, and the endpoint through handle_request.
+// on them, and the endpoint through answer_to.
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -261,8 +261,8 @@ TEST(RenderMetrics, PassesPromtool) {
 
 TEST_F(HandleRequest, MetricsEndpoint) {
   auto status = ready_status();
-  handle_request(status, counts, make_request(http::verb::get, "/readyz"));
-  const auto response = handle_request(status, counts, make_request(http::verb::get, "/metrics"));
+  answer_to(status, counts, make_request(http::verb::get, "/readyz"));
+  const auto response = answer_to(status, counts, make_request(http::verb::get, "/metrics"));
   EXPECT_EQ(response.result(), http::status::ok);
   EXPECT_EQ(response[http::field::content_type], "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_EQ(response[http::field::cache_control], "no-store");

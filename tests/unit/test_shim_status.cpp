@@ -11,10 +11,12 @@
 #include "http/prometheus_metrics.hpp"
 #include "http/readiness_server.hpp"
 #include "readiness/shim_status.hpp"
+#include "readiness_server_test_support.hpp"
 
 namespace shim {
 namespace {
 
+using readiness_test::answer_to;
 using namespace std::chrono_literals;
 using state = logind_row::inhibitor_state;
 
@@ -280,11 +282,11 @@ TEST(ReadinessTable, ReadyzVerboseMetricsAndStatusAgreeInEveryState) {
 
       http_request_counts counts;
       http_request plain{boost::beast::http::verb::get, "/readyz?" + query, 11};
-      const auto answer = handle_request(status, counts, plain);
+      const auto answer = answer_to(status, counts, plain);
       EXPECT_EQ(answer.result_int(), want_ready ? 200u : 503u);
 
       http_request verbose{boost::beast::http::verb::get, "/readyz?verbose" + query, 11};
-      const auto body = lines(handle_request(status, counts, verbose).body());
+      const auto body = lines(answer_to(status, counts, verbose).body());
       ASSERT_FALSE(body.empty());
       EXPECT_EQ(body.back(), want_ready ? "readyz check passed" : "readyz check failed");
       std::size_t row = 0;
@@ -352,7 +354,7 @@ TEST(ReadinessTable, ManyExcludedNamesAreBounded) {
   for (int i = 0; i < 1000; ++i) target += "&exclude=n" + std::to_string(i);
   http_request_counts counts;
   http_request request{boost::beast::http::verb::get, target, 11};
-  const auto body = lines(handle_request(s, counts, request).body());
+  const auto body = lines(answer_to(s, counts, request).body());
   ASSERT_FALSE(body.empty());
   const std::string& warn = body[body.size() - 2];
   EXPECT_EQ(warn.rfind("warn: some health checks cannot be excluded: no matches for \"n0\",", 0),
@@ -454,7 +456,7 @@ TEST(ShimStatus, MultiLineErrorTextsAreShownOnOneLine) {
 
   http_request_counts counts;
   const auto verbose =
-      handle_request(s, counts, {boost::beast::http::verb::get, "/readyz?verbose", 11}).body();
+      answer_to(s, counts, {boost::beast::http::verb::get, "/readyz?verbose", 11}).body();
   const auto body = lines(verbose);
   EXPECT_NE(std::find(body.begin(), body.end(), "[+]inhibitor ok: not held, retrying: " + one),
             body.end())

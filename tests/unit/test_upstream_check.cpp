@@ -19,11 +19,13 @@
 #include "log/logger.hpp"
 #include "log_test_support.hpp"
 #include "readiness/shim_status.hpp"
+#include "readiness_server_test_support.hpp"
 #include "upstream/upstream_check.hpp"
 
 namespace shim {
 namespace {
 
+using readiness_test::answer_to;
 using namespace std::chrono_literals;
 using testing::HasSubstr;
 using testing::StartsWith;
@@ -89,7 +91,7 @@ class UpstreamCheck : public ::testing::Test {
   std::string verbose_readyz() const {
     http_request_counts counts;
     const http_request request{boost::beast::http::verb::get, "/readyz?verbose", 11};
-    return handle_request(status, counts, request).body();
+    return answer_to(status, counts, request).body();
   }
   std::vector<test::json_object> event_records() const {
     std::vector<test::json_object> out;
