@@ -7,6 +7,7 @@
 #include <charconv>
 #include <memory>
 #include <system_error>
+#include <utility>
 
 #include "report/flat_json.hpp"
 #include "util/small_file.hpp"
@@ -30,27 +31,17 @@ std::optional<T> number(const std::string& text) {
 }  // namespace
 
 void set_event_member(event_record& r, std::string_view key, std::string value) {
-  if (key == "event") {
-    r.event = std::move(value);
-  } else if (key == "wall") {
-    r.wall = std::move(value);
-  } else if (key == "monotonic_us") {
-    r.monotonic_us = number<std::int64_t>(value);
-  } else if (key == "boottime_us") {
-    r.boottime_us = number<std::int64_t>(value);
-  } else if (key == "boot_id") {
-    r.boot_id = std::move(value);
-  } else if (key == "pid") {
-    r.pid = number<std::int64_t>(value).value_or(0);
-  } else if (key == "cause") {
-    r.cause = std::move(value);
-  } else if (key == "message") {
-    r.message = std::move(value);
-  } else if (key == "inhibit_delay_max_usec") {
-    r.inhibit_delay_max_usec = number<std::uint64_t>(value);
-  } else if (key == "lb") {
-    r.lb = std::move(value);
+  static constexpr std::pair<std::string_view, std::string event_record::*> kText[]{
+      {"event", &event_record::event},     {"wall", &event_record::wall},
+      {"boot_id", &event_record::boot_id}, {"cause", &event_record::cause},
+      {"message", &event_record::message}, {"lb", &event_record::lb}};
+  for (const auto& [name, member] : kText) {
+    if (key == name) r.*member = std::move(value);
   }
+  if (key == "monotonic_us") r.monotonic_us = number<std::int64_t>(value);
+  if (key == "boottime_us") r.boottime_us = number<std::int64_t>(value);
+  if (key == "pid") r.pid = number<std::int64_t>(value).value_or(0);
+  if (key == "inhibit_delay_max_usec") r.inhibit_delay_max_usec = number<std::uint64_t>(value);
 }
 
 std::optional<event_record> parse_event_record(std::string_view line) {

@@ -1,6 +1,7 @@
 #include "report/flat_json.hpp"
 
-#include "report/unicode_escape.hpp"
+#include <algorithm>
+#include <charconv>
 
 namespace shim {
 namespace {
@@ -55,11 +56,26 @@ class reader {
     const auto c = static_cast<unsigned char>(ch);
     return c >= 0x20 && c != '"' && c != '\\';
   }
+  // The four hex digits of a "\uXXXX" escape, appended to out as UTF-8. A UTF-16 surrogate is
+  // refused: only a pair of escapes could make it a character, and pairs are not taken.
   bool unicode_escape(std::string& out) {
-    if (i_ + 4 > s_.size()) return false;
-    const bool ok = append_unicode_escape(s_.substr(i_, 4), out);
+    const char* from = s_.data() + i_;
+    const char* to = from + std::min<std::size_t>(4, s_.size() - i_);
+    unsigned cp = 0;
+    const auto [end, ec] = std::from_chars(from, to, cp, 16);
     i_ += 4;
-    return ok;
+    if (ec != std::errc() || end != from + 4 || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return true;
   }
   std::optional<std::string> string() {
     if (!eat('"')) return std::nullopt;
@@ -75,32 +91,13 @@ class reader {
       if (c < 0x20) return std::nullopt;  // raw control characters are not JSON
       if (i_ >= s_.size()) return std::nullopt;
       const char e = s_[i_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out += e;
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u':
-          if (!unicode_escape(out)) return std::nullopt;
-          break;
-        default:
-          return std::nullopt;
+      // JSON's escapes, and what each stands for; \u apart.
+      constexpr std::string_view kEscapes = "\"\\/bfnrt";
+      constexpr std::string_view kMeanings = "\"\\/\b\f\n\r\t";
+      if (const auto k = kEscapes.find(e); k != std::string_view::npos) {
+        out += kMeanings[k];
+      } else if (e != 'u' || !unicode_escape(out)) {
+        return std::nullopt;
       }
     }
     return std::nullopt;

@@ -92,16 +92,16 @@ void shutdown_history::add(const event_record& r) {
   b.last_was_target_exit = r.event == "TargetExited";
 }
 
-shutdown_history::boot shutdown_history::finished(const open_boot& b) const {
-  return boot{.boot_id = b.boot_id,
-              .current = !b.boot_id.empty() && b.boot_id == current_boot_id_,
-              .last_shutdown = b.shutdown,
-              .restarts = b.restarts,
-              .last_restart_wall = b.last_restart_wall,
-              .untrusted = {}};
-}
-
-void shutdown_history::prune(std::deque<boot>& kept, std::size_t& with_shutdown) const {
+void shutdown_history::keep(const open_boot& b, std::deque<boot>& kept,
+                            std::size_t& with_shutdown) const {
+  if (!b.shutdown && b.restarts == 0) return;
+  kept.push_back(boot{.boot_id = b.boot_id,
+                      .current = !b.boot_id.empty() && b.boot_id == current_boot_id_,
+                      .last_shutdown = b.shutdown,
+                      .restarts = b.restarts,
+                      .last_restart_wall = b.last_restart_wall,
+                      .untrusted = {}});
+  if (b.shutdown) ++with_shutdown;
   // Oldest first: beyond `keep_` shutdowns, beyond 2 * `keep_` boots, or a boot of restarts only
   // before the oldest of `keep_` shutdowns.
   while (!kept.empty() && (with_shutdown > keep_ || kept.size() > 2 * keep_ ||
@@ -112,23 +112,14 @@ void shutdown_history::prune(std::deque<boot>& kept, std::size_t& with_shutdown)
 }
 
 void shutdown_history::close_boot() {
-  if (!open_) return;
-  if (open_->shutdown || open_->restarts > 0) {
-    done_.push_back(finished(*open_));
-    if (open_->shutdown) ++done_with_shutdown_;
-    prune(done_, done_with_shutdown_);
-  }
+  if (open_) keep(*open_, done_, done_with_shutdown_);
   open_.reset();
 }
 
 std::vector<shutdown_history::boot> shutdown_history::boots() const {
   std::deque<boot> kept = done_;
   std::size_t with_shutdown = done_with_shutdown_;
-  if (open_ && (open_->shutdown || open_->restarts > 0)) {
-    kept.push_back(finished(*open_));
-    if (open_->shutdown) ++with_shutdown;
-    prune(kept, with_shutdown);
-  }
+  if (open_) keep(*open_, kept, with_shutdown);
   return {kept.begin(), kept.end()};
 }
 

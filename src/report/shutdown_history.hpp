@@ -85,10 +85,9 @@ class shutdown_history {
 
   bool starts_new_boot(const event_record& r) const;
   void close_boot();
-  boot finished(const open_boot& b) const;
-  // Drops the oldest boots beyond what the class comment keeps; with_shutdown: how many of kept
-  // have a shutdown.
-  void prune(std::deque<boot>& kept, std::size_t& with_shutdown) const;
+  // Appends b's boot to kept, if it had a shutdown or restarts, and drops the oldest beyond what
+  // the class comment keeps; with_shutdown: how many of kept have a shutdown.
+  void keep(const open_boot& b, std::deque<boot>& kept, std::size_t& with_shutdown) const;
 
   std::size_t keep_;
   std::string current_boot_id_;

@@ -147,58 +147,46 @@ std::string render_table(const std::vector<row>& rows) {
 std::string render_json(const std::vector<row>& rows) {
   std::string out;
   for (const row& r : rows) {
-    std::string line = "{";
-    append_json_string(line, "boot_id", r.boot->boot_id);
-    line += fmt::format(",\"current_boot\":{},\"restarts\":{},", r.boot->current, r.boot->restarts);
-    if (r.boot->restarts > 0) {
-      append_json_string(line, "last_restart_wall", r.boot->last_restart_wall);
-      line += ',';
+    std::string line;
+    // A member after the '{' or a ',': `raw` as it is (numbers, null, true), `text` quoted.
+    const auto raw = [&line](std::string_view key, std::string_view value) {
+      line += line.empty() ? '{' : ',';
+      line += fmt::format("\"{}\":{}", key, value);
+    };
+    const auto text = [&line](std::string_view key, std::string_view value) {
+      line += line.empty() ? '{' : ',';
+      append_json_string(line, key, value);
+    };
+    text("boot_id", r.boot->boot_id);
+    raw("current_boot", r.boot->current ? "true" : "false");
+    raw("restarts", std::to_string(r.boot->restarts));
+    if (r.boot->restarts > 0) text("last_restart_wall", r.boot->last_restart_wall);
+    const auto& s = r.boot->last_shutdown;
+    if (s) {
+      text("wall", s->wall());
+      text("trigger", s->trigger());
+      raw("unready_to_signal_seconds", json_seconds(s->unready_to_signal()));
+      raw("signal_to_target_exit_seconds", json_seconds(s->signal_to_target_exit()));
+      raw("hold_seconds", json_seconds(s->hold()));
+      raw("records_span_seconds", json_seconds(s->records_span()));
+      const auto delay = s->inhibit_delay_max_usec();
+      raw("inhibit_delay_max_seconds",
+          delay ? json_seconds(static_cast<double>(*delay) / 1e6) : "null");
     }
-    if (!r.boot->last_shutdown) {
-      append_json_string(line, "verdict", to_string(r.verdict));
-      line += ',';
-      append_json_string(line, "detail", r.detail);
-      out += line + "}\n";
-      continue;
+    text("verdict", to_string(r.verdict));
+    if (s) {
+      if (!r.cause.empty()) text("cut_short_cause", r.cause);
+      raw("signal_by", !s->unready_to_signal()  ? "null"
+                       : s->signal_by_kubelet() ? "\"kubelet\""
+                                                : "\"shim\"");
+      if (!s->kubelet().empty()) text("kubelet", s->kubelet());
+      if (!s->load_balancer().empty()) text("load_balancer", s->load_balancer());
+      if (s->targets_restarted() > 0)
+        raw("targets_restarted", std::to_string(s->targets_restarted()));
+      if (!s->kubelet_gone().empty()) text("kubelet_gone", s->kubelet_gone());
     }
-    const shutdown_account& s = *r.boot->last_shutdown;
-    append_json_string(line, "wall", s.wall());
-    line += ',';
-    append_json_string(line, "trigger", s.trigger());
-    line += fmt::format(
-        ",\"unready_to_signal_seconds\":{},\"signal_to_target_exit_seconds\":{},"
-        "\"hold_seconds\":{},\"records_span_seconds\":{},\"inhibit_delay_max_seconds\":{},",
-        json_seconds(s.unready_to_signal()), json_seconds(s.signal_to_target_exit()),
-        json_seconds(s.hold()), json_seconds(s.records_span()),
-        s.inhibit_delay_max_usec()
-            ? json_seconds(static_cast<double>(*s.inhibit_delay_max_usec()) / 1e6)
-            : "null");
-    append_json_string(line, "verdict", to_string(r.verdict));
-    if (!r.cause.empty()) {
-      line += ',';
-      append_json_string(line, "cut_short_cause", r.cause);
-    }
-    line += fmt::format(",\"signal_by\":{},", !s.unready_to_signal()  ? "null"
-                                              : s.signal_by_kubelet() ? "\"kubelet\""
-                                                                      : "\"shim\"");
-    if (!s.kubelet().empty()) {
-      append_json_string(line, "kubelet", s.kubelet());
-      line += ',';
-    }
-    if (!s.load_balancer().empty()) {
-      append_json_string(line, "load_balancer", s.load_balancer());
-      line += ',';
-    }
-    if (s.targets_restarted() > 0) {
-      line += fmt::format("\"targets_restarted\":{},", s.targets_restarted());
-    }
-    if (!s.kubelet_gone().empty()) {
-      append_json_string(line, "kubelet_gone", s.kubelet_gone());
-      line += ',';
-    }
-    append_json_string(line, "detail", r.detail);
-    line += "}\n";
-    out += line;
+    text("detail", r.detail);
+    out += line + "}\n";
   }
   return out;
 }
