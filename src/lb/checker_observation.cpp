@@ -38,6 +38,11 @@ bool slower(const checker_observation::checker& a, const checker_observation::ch
 // At most this many of the checkers that have not fallen are named in the one-line summary.
 constexpr std::size_t kNamedLaggards = 3;
 
+// The first n of list, ", " between them.
+std::string first(const std::vector<std::string>& list, std::size_t n) {
+  return fmt::format("{}", fmt::join(list.begin(), list.begin() + std::min(n, list.size()), ", "));
+}
+
 }  // namespace
 
 checker_observation::checker_observation(unsigned fall, duration elapsed,
@@ -64,9 +69,7 @@ std::optional<checker_observation::duration> checker_observation::all_fell() con
 
 std::string checker_observation::summary(duration drain_delay) const {
   std::string text = checkers_summary(drain_delay);
-  for (std::size_t i = 0; i < std::min(not_counted_.size(), kNamedLaggards); ++i) {
-    text += (i == 0 ? "; not counted: " : ", ") + not_counted_[i];
-  }
+  if (!not_counted_.empty()) text += "; not counted: " + first(not_counted_, kNamedLaggards);
   if (not_counted_.size() > kNamedLaggards) {
     text += fmt::format(" and {} more", not_counted_.size() - kNamedLaggards);
   }
@@ -130,11 +133,7 @@ log_fields checker_observation::fields(duration drain_delay) const {
   }
   if (!not_counted_.empty()) {
     f.emplace_back("lb_not_counted", std::to_string(not_counted_.size()));
-    std::string list;
-    for (std::size_t i = 0; i < std::min(not_counted_.size(), kListedCheckers); ++i) {
-      list += (i == 0 ? "" : ", ") + not_counted_[i];
-    }
-    f.emplace_back("lb_not_counted_list", list);
+    f.emplace_back("lb_not_counted_list", first(not_counted_, kListedCheckers));
   }
   if (table_full_) f.emplace_back("lb_table_full", "1");
   for (std::size_t i = 0; i < std::min(checkers_.size(), kListedCheckers); ++i) {

@@ -34,8 +34,6 @@ class checker_observation {
   checker_observation(unsigned fall, duration elapsed, std::vector<checker> checkers,
                       std::vector<std::string> not_counted = {}, bool table_full = false);
 
-  unsigned fall() const { return fall_; }
-  duration elapsed() const { return elapsed_; }
   const std::vector<checker>& checkers() const { return checkers_; }
   const std::vector<std::string>& not_counted() const { return not_counted_; }
   bool table_full() const { return table_full_; }

@@ -8,7 +8,7 @@ void connection_series::add(clock::time_point at, std::uint64_t fresh) {
   const duration offset = at - t0_;
   ++samples_;
   total_ += fresh;
-  if (points_.size() < kMaxPoints) points_.push_back({.offset = offset, .fresh = fresh});
+  if (points_.size() < kMaxPoints) points_.push_back(fresh);
   if (fresh > 0) {
     zero_since_.reset();
   } else if (!zero_since_) {
@@ -19,7 +19,7 @@ void connection_series::add(clock::time_point at, std::uint64_t fresh) {
 std::string connection_series::summary() const {
   std::string text = fmt::format("new connections to port {} per sample:", port_);
   if (points_.empty()) return text + " no sample yet";
-  for (const point& p : points_) text += fmt::format(" {}", p.fresh);
+  text += fmt::format(" {}", fmt::join(points_, " "));
   if (samples_ > points_.size()) text += fmt::format(" and {} more", samples_ - points_.size());
   if (zero_since_) {
     return text + fmt::format("; fell to 0 at +{:.1f} s",
@@ -33,12 +33,7 @@ log_fields connection_series::fields() const {
   f.emplace_back("lb_port", std::to_string(port_));
   f.emplace_back("lb_connection_samples", std::to_string(samples_));
   f.emplace_back("lb_new_connections", std::to_string(total_));
-  std::string series;
-  for (const point& p : points_) {
-    if (!series.empty()) series += ',';
-    series += std::to_string(p.fresh);
-  }
-  f.emplace_back("lb_new_connections_series", series);
+  f.emplace_back("lb_new_connections_series", fmt::format("{}", fmt::join(points_, ",")));
   if (zero_since_) {
     f.emplace_back(
         "lb_connections_zero_ms",

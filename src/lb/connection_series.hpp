@@ -21,17 +21,13 @@ class connection_series {
   using duration = std::chrono::nanoseconds;
   static constexpr std::size_t kMaxPoints = 600;
 
-  struct point {
-    duration offset;          // of the sample's end, from t0
-    std::uint64_t fresh = 0;  // connections new since the previous sample
-  };
-
   connection_series(std::uint16_t port, clock::time_point t0) : port_(port), t0_(t0) {}
 
   // One sample at `at`: `fresh` connections that were not there at the sample before.
   void add(clock::time_point at, std::uint64_t fresh);
 
-  const std::vector<point>& points() const { return points_; }
+  // The kept samples' new connections, in order.
+  const std::vector<std::uint64_t>& points() const { return points_; }
   std::size_t samples() const { return samples_; }
   std::uint64_t total() const { return total_; }
   // The first sample of the run of zeros the series ends in: new connections fell to 0 at its
@@ -48,7 +44,7 @@ class connection_series {
  private:
   std::uint16_t port_;
   clock::time_point t0_;
-  std::vector<point> points_;
+  std::vector<std::uint64_t> points_;
   std::size_t samples_ = 0;
   std::uint64_t total_ = 0;
   std::optional<duration> zero_since_;

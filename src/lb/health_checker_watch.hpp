@@ -48,7 +48,6 @@ class health_checker_watch {
   // begin() starts over.
   void begin(clock::time_point t0, unsigned fall);
   void end() { session_.reset(); }
-  bool begun() const { return session_.has_value(); }
   std::optional<clock::time_point> t0() const {
     return session_ ? std::optional(session_->t0) : std::nullopt;
   }

@@ -32,24 +32,19 @@ T get(std::span<const std::uint8_t> bytes) {
   return value;
 }
 
-// FNV-1a: the tuple's bytes into one 64-bit key.
-std::uint64_t hash(std::span<const std::uint8_t> bytes, std::uint64_t h = 14695981039346656037u) {
-  for (std::uint8_t b : bytes) h = (h ^ b) * 1099511628211u;
-  return h;
-}
-
+// The family and the four-tuple, FNV-1a-hashed into one 64-bit key.
 socket_entry entry_of(const inet_diag_msg& m) {
-  std::array<std::uint8_t, 1 + 2 * sizeof(__be16) + 2 * sizeof(m.id.idiag_src)> tuple{};
-  std::uint8_t* p = tuple.data();
-  *p++ = m.idiag_family;
-  std::memcpy(p, &m.id.idiag_sport, sizeof(__be16));
-  p += sizeof(__be16);
-  std::memcpy(p, &m.id.idiag_dport, sizeof(__be16));
-  p += sizeof(__be16);
-  std::memcpy(p, m.id.idiag_src, sizeof(m.id.idiag_src));
-  p += sizeof(m.id.idiag_src);
-  std::memcpy(p, m.id.idiag_dst, sizeof(m.id.idiag_dst));
-  return {.key = hash(tuple), .local_port = ntohs(m.id.idiag_sport)};
+  std::uint64_t h = 14695981039346656037u;
+  const auto hash = [&h](const void* field, std::size_t size) {
+    const auto* bytes = static_cast<const std::uint8_t*>(field);
+    for (std::size_t i = 0; i < size; ++i) h = (h ^ bytes[i]) * 1099511628211u;
+  };
+  hash(&m.idiag_family, sizeof(m.idiag_family));
+  hash(&m.id.idiag_sport, sizeof(m.id.idiag_sport));
+  hash(&m.id.idiag_dport, sizeof(m.id.idiag_dport));
+  hash(m.id.idiag_src, sizeof(m.id.idiag_src));
+  hash(m.id.idiag_dst, sizeof(m.id.idiag_dst));
+  return {.key = h, .local_port = ntohs(m.id.idiag_sport)};
 }
 
 }  // namespace

@@ -45,7 +45,6 @@ class load_balancer_watch {
   void begin(clock::time_point t0, unsigned fall);
   // Stops the sampling and freezes what was measured until the next begin().
   void end();
-  bool sampling() const { return sampling_; }
 
   // What the checkers (and the connections) showed by now, or by end(); empty before begin().
   std::string summary(std::chrono::nanoseconds drain_delay) const;

@@ -2,9 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <strings.h>
 
-#include <algorithm>
-#include <cctype>
 #include <charconv>
 
 namespace shim {
@@ -15,10 +14,7 @@ constexpr std::string_view kDefaultPath = "/readyz";
 
 bool starts_with_ignoring_case(std::string_view text, std::string_view prefix) {
   return text.size() >= prefix.size() &&
-         std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) ==
-                  std::tolower(static_cast<unsigned char>(b));
-         });
+         ::strncasecmp(text.data(), prefix.data(), prefix.size()) == 0;
 }
 
 bool is_ip_literal(const std::string& host, bool v6) {
