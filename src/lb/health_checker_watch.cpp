@@ -106,15 +106,12 @@ void health_checker_watch::begin(clock::time_point t0, unsigned fall) {
     unsigned before = 0;
     const auto interval = median_interval(p, t0, before);
     if (before == 0) continue;
-    if (p.kubelet) {
-      session_->not_counted.push_back(p.from.to_string() +
-                                      " (kubelet's readinessProbe, User-Agent kube-probe)");
-      continue;
-    }
     // One request is no health check: a curl's single answer never counts (issue 35, item 2).
-    if (!interval) {
-      session_->not_counted.push_back(p.from.to_string() +
-                                      " (one request in the minute before, not a regular probe)");
+    if (p.kubelet || !interval) {
+      session_->not_counted.push_back(
+          p.from.to_string() + (p.kubelet
+                                    ? " (kubelet's readinessProbe, User-Agent kube-probe)"
+                                    : " (one request in the minute before, not a regular probe)"));
       continue;
     }
     p.checker = static_cast<int>(session_->checkers.size());

@@ -17,8 +17,8 @@ namespace inet_diag_dump {
 // port is `port`. The port is filtered in the kernel by an inet_diag bytecode program (sport >=
 // port && sport <= port, which every kernel since 2.6 runs). It is the original TCPDIAG_GETSOCK
 // request, which the kernel still serves (inet_diag_rcv_msg_compat()) and answers for both
-// families in one walk of the TCP hash table: the walk is most of a sample's cost (about 1 ms for
-// 262144 buckets, bench_lb), and SOCK_DIAG_BY_FAMILY would need one walk per family.
+// families in one walk of the TCP hash table, most of a sample's cost: SOCK_DIAG_BY_FAMILY would
+// need one walk per family.
 std::vector<std::uint8_t> request(std::uint16_t port, std::uint32_t sequence);
 
 // One socket of the reply: its identity for telling a new connection from one seen before (the

@@ -21,8 +21,7 @@ void load_balancer_watch::begin(clock::time_point t0, unsigned fall) {
   series_.reset();
   frozen_.reset();
   sampling_ = true;
-  // The first sample of every drill and hold is its baseline, whatever the sampler compared it
-  // with: 400 connections opened between two drills were "new" in the second (issue 35, item 6).
+  // Each drill's and hold's first sample is its baseline, whatever the sampler compared it with.
   baseline_pending_ = true;
   truncation_logged_ = false;
   timer_.cancel();
@@ -45,8 +44,7 @@ void load_balancer_watch::begin(clock::time_point t0, unsigned fall) {
 void load_balancer_watch::end() {
   if (!sampling_) return;
   sampling_ = false;
-  // What the checkers saw is frozen here: later answers are no part of this drill or hold (a 3 s
-  // drill's JSON said fell_ms 4506 after its summary said none fell; issue 35, item 8).
+  // What the checkers saw is frozen here: later answers are no part of this drill or hold.
   frozen_ = checkers_.observe(clock::now());
   checkers_.end();
   timer_.cancel();

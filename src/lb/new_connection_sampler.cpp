@@ -19,12 +19,6 @@ namespace {
 // larger one would come MSG_TRUNC, and is refused.
 constexpr std::size_t kDatagram = 32 * 1024;
 
-int open_sock_diag() {
-  return check_libc(
-      ::socket(AF_NETLINK, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_SOCK_DIAG),
-      "socket(AF_NETLINK, NETLINK_SOCK_DIAG)");
-}
-
 // How many of `now` (sorted, unique) are not in `before` (sorted, unique).
 std::size_t not_in(const std::vector<std::uint64_t>& now,
                    const std::vector<std::uint64_t>& before) {
@@ -39,22 +33,16 @@ std::size_t not_in(const std::vector<std::uint64_t>& now,
 
 }  // namespace
 
-struct new_connection_sampler::dump {
-  handler done;
-  std::vector<std::uint64_t> keys = {};
-  bool truncated = false;
-};
-
 new_connection_sampler::new_connection_sampler(boost::asio::io_context& io, std::uint16_t port,
                                                std::size_t max_sockets)
     : port_(port), max_sockets_(max_sockets), socket_(io) {
   open();
 }
 
-new_connection_sampler::~new_connection_sampler() = default;
-
 void new_connection_sampler::open() {
-  unique_fd fd(open_sock_diag());
+  unique_fd fd(
+      check_libc(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_SOCK_DIAG),
+                 "socket(AF_NETLINK, NETLINK_SOCK_DIAG)"));
   socket_.assign(fd.get());  // may throw: fd is still ours to close
   fd.release();
 }
@@ -77,7 +65,7 @@ void new_connection_sampler::sample(handler done) {
   } while (sent < 0 && errno == EINTR);
   if (sent < 0)
     return fail_later(std::move(done), result<counts>::errno_failure(errno, "sock_diag: send"));
-  running_ = std::make_unique<dump>(dump{.done = std::move(done)});
+  running_.emplace(dump{.done = std::move(done), .keys = {}, .truncated = false});
   if (buffer_.empty()) buffer_.resize(kDatagram);
   wait();
 }
@@ -100,8 +88,7 @@ void new_connection_sampler::wait() {
 }
 
 // One datagram a turn of the loop, then back to it: the kernel makes the next one during this
-// recvmsg(), so reading on would take the whole dump in one turn (with 26.6k connections /readyz
-// waited 153 ms behind it, p99; issue 35, item 5).
+// recvmsg(), so reading on would hold the loop for the whole dump (docs/benchmarks.md).
 void new_connection_sampler::receive() {
   for (;;) {
     iovec io{.iov_base = buffer_.data(), .iov_len = buffer_.size()};

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,14 +33,13 @@ class new_connection_sampler {
   };
   using handler = std::function<void(result<counts>)>;
   // What bounds a sample's cost: the dump is read up to this many sockets of the port, then
-  // abandoned (at about 1.45 us a socket in bench_lb, some 95 ms of CPU at most).
+  // abandoned (some 95 ms of CPU at most: docs/benchmarks.md).
   static constexpr std::size_t kMaxSockets = 1 << 16;
 
   // Opens the netlink socket. Throws std::system_error (or Asio's system_error, registering it)
   // when it cannot.
   new_connection_sampler(boost::asio::io_context& io, std::uint16_t port,
                          std::size_t max_sockets = kMaxSockets);
-  ~new_connection_sampler();
 
   // One sample; done is called from the loop, never from inside this call. A sample asked for
   // while one runs fails at once (through done, later): one at a time. After a failed sample the
@@ -48,7 +47,13 @@ class new_connection_sampler {
   void sample(handler done);
 
  private:
-  struct dump;
+  // The sample under way. No default member initializers: clang 14 (the fuzz build) cannot
+  // emplace a nested struct that has them.
+  struct dump {
+    handler done;
+    std::vector<std::uint64_t> keys;
+    bool truncated;
+  };
   void open();
   void fail_later(handler done, result<counts> failure);
   void wait();
@@ -59,7 +64,7 @@ class new_connection_sampler {
   std::size_t max_sockets_;
   boost::asio::posix::stream_descriptor socket_;
   std::uint32_t sequence_ = 0;
-  std::unique_ptr<dump> running_;
+  std::optional<dump> running_;
   std::vector<std::uint64_t> previous_;
   bool sampled_ = false;
   std::vector<std::uint8_t> buffer_;

@@ -180,9 +180,8 @@ void event_recorder::record(event_kind kind, std::string_view cause, std::string
 
 // Whole or not at all. O_APPEND and one write() keep a record a whole line; a short write (the
 // disk filled up: ENOSPC, or EFBIG) is continued, and if the rest cannot be written the part that
-// went out is cut off again, so that the next record is not appended to a torn line (measured
-// before: after ENOSPC the next record was, and that line was invalid JSON). Another process
-// appending to the same file at that moment would lose its record too: one writer per file.
+// went out is cut off again, so that the next record is not appended to a torn line. Another
+// process appending to the same file at that moment would lose its record too: one writer per file.
 int event_recorder::append(std::string_view line) noexcept {
   const int fd = file_.get();
   struct stat st {};

@@ -102,9 +102,8 @@ cut_short_cause find_cut_short_cause(const std::string& boot_id,
   if (!add_match(j.get(), boot_match) || sd_journal_next(j.get()) <= 0) return out;
 
   // Only logind's own lines of that boot, told by what journald itself records of the sender:
-  // root, and logind's unit or command name. SYSLOG_IDENTIFIER is the sender's to say, and one
-  // entry from uid 65534 saying it turned "SIGKILL or crash" into logind's timeout (issue 35,
-  // item 4).
+  // root, and logind's unit or command name. SYSLOG_IDENTIFIER is the sender's to say: any user
+  // could turn "SIGKILL or crash" into logind's timeout with it (issue 35, item 4).
   sd_journal_flush_matches(j.get());
   const bool matched = add_match(j.get(), boot_match) && add_match(j.get(), "_UID=0") &&
                        add_match(j.get(), "_SYSTEMD_UNIT=systemd-logind.service") &&

@@ -40,14 +40,12 @@ namespace shim {
 // regular files only, bounded) and handed to OpenSSL from memory, never by path, so that no file
 // can block the loop. They are read again whenever their files change (tokens and certificates
 // rotate); a file that fails to load is not read again until it changes, its error standing for
-// every probe meanwhile (a huge non-PEM CA file, parsed at every probe, once slowed /readyz
-// itself: UpstreamProbe.UnusableCaFileIsNotReadAgainUntilItChanges, docs/benchmarks.md). A
-// missing file fails each probe: on a node being installed it may appear later.
+// every probe meanwhile (parsed at every probe, a huge one slowed /readyz: docs/benchmarks.md).
+// A missing file fails each probe: on a node being installed it may appear later.
 //
 // The answer is read in two steps, the header first: a Content-Length or header block beyond the
 // bounds fails the probe (oversize) before any body is read or allocated. Read in one step, Boost
-// 1.74's parser goes on past its own body_limit error and reserves the announced length: one
-// "Content-Length: 1099511627776" ended the shim in std::bad_alloc (issue 18, item 2).
+// 1.74's parser reserves the announced length (docs/design.md, "The upstream check").
 //
 // A new TLS connection resumes the session of the last one when the server gave a ticket (OpenSSL's
 // client cache, kept here, one session deep), so that a reconnection costs the server less than a
