@@ -44,9 +44,7 @@ class checker_observation {
 
   // One line for the log and the CLI, against the configured drain-delay:
   //   "3 checkers saw 3 x 503 by +2.1 s; drain-delay 70 s leaves 67.9 s for propagation"
-  //   "1 of 2 checkers saw 3 x 503 by +4.0 s; not yet by +6.0 s: 10.0.0.9 (1 x 503 in a row, 1
-  //   probe
-  //    since)"
+  //   "1 of 2 checkers saw 3 x 503 by +4.0 s; not yet by +6.0 s: 10.0.0.9 (1 x 503 in a row, ...)"
   //   "no remote checker probed /readyz in the minute before: ..."
   // then, when there are any, "; not counted: 10.0.0.3 (kubelet's readinessProbe, ...)" and
   // "; the table of probing addresses was full: ...".

@@ -42,7 +42,7 @@ health_checker_watch::peer* health_checker_watch::find_or_add(const address& fro
   peer fresh{.from = from, .last_seen = at, .checker = checker_index(from)};
   if (peers_.size() < kMaxAddresses) return &peers_.emplace_back(fresh);
   // Full: the least recently seen of those that do not probe regularly gives way. A checker
-  // forgotten so keeps its figures in the session (progress is kept apart), and is found again
+  // forgotten so keeps its figures in the session (they are kept apart), and is found again
   // there if it comes back.
   const auto regular = [at](const peer& p) {
     return p.count >= kRegularProbes && p.last_seen >= at - kCheckerWindow;
@@ -62,13 +62,12 @@ health_checker_watch::peer* health_checker_watch::find_or_add(const address& fro
 int health_checker_watch::checker_index(const address& from) const {
   if (!session_) return -1;
   for (std::size_t i = 0; i < session_->checkers.size(); ++i) {
-    if (session_->checkers[i].from == from) return static_cast<int>(i);
+    if (session_->checkers[i].address == from.to_string()) return static_cast<int>(i);
   }
   return -1;
 }
 
-void health_checker_watch::count(progress& p, const probe& pr) const {
-  auto& f = p.figures;
+void health_checker_watch::count(checker_observation::checker& f, const probe& pr) const {
   ++f.probes_since;
   if (pr.ready) {
     f.unready_run = 0;
@@ -115,25 +114,20 @@ void health_checker_watch::begin(clock::time_point t0, unsigned fall) {
       continue;
     }
     p.checker = static_cast<int>(session_->checkers.size());
-    progress& pg = session_->checkers.emplace_back(progress{
-        .from = p.from,
-        .figures = {
-            .address = p.from.to_string(), .interval = *interval, .probes_before = before}});
+    auto& c = session_->checkers.emplace_back(checker_observation::checker{
+        .address = p.from.to_string(), .interval = *interval, .probes_before = before});
     // Answers already recorded since t0 (begin() came a little late), oldest first.
     for (std::size_t i = 0; i < p.count; ++i) {
       const probe& pr = p.recent[(p.next + kRecentProbes - p.count + i) % kRecentProbes];
-      if (pr.at >= t0) count(pg, pr);
+      if (pr.at >= t0) count(c, pr);
     }
   }
 }
 
 std::optional<checker_observation> health_checker_watch::observe(clock::time_point now) const {
   if (!session_) return std::nullopt;
-  std::vector<checker_observation::checker> figures;
-  figures.reserve(session_->checkers.size());
-  for (const progress& p : session_->checkers) figures.push_back(p.figures);
   const bool full = last_dropped_ && *last_dropped_ >= session_->t0 - kCheckerWindow;
-  return checker_observation(session_->fall, now - session_->t0, std::move(figures),
+  return checker_observation(session_->fall, now - session_->t0, session_->checkers,
                              session_->not_counted, full);
 }
 

@@ -62,10 +62,6 @@ class health_checker_watch {
     clock::time_point at;
     bool ready = false;
   };
-  struct progress {
-    address from;
-    checker_observation::checker figures;
-  };
   struct peer {
     address from;
     clock::time_point last_seen;
@@ -78,22 +74,22 @@ class health_checker_watch {
   struct session {
     clock::time_point t0;
     unsigned fall = 0;
-    std::vector<progress> checkers;
+    std::vector<checker_observation::checker> checkers;
     std::vector<std::string> not_counted;  // "ADDRESS (why)"
   };
 
   // nullptr: the table is full of regular probers, and `from` is not followed.
   peer* find_or_add(const address& from, clock::time_point at);
   int checker_index(const address& from) const;
-  void count(progress& p, const probe& pr) const;
+  void count(checker_observation::checker& c, const probe& pr) const;
   static std::optional<checker_observation::duration> median_interval(const peer& p,
                                                                       clock::time_point t0,
                                                                       unsigned& probes_before);
 
   std::vector<peer> peers_;
   std::optional<session> session_;
-  std::optional<clock::time_point>
-      last_dropped_;  // an address was not followed: the table was full
+  // When an address was last not followed, the table being full.
+  std::optional<clock::time_point> last_dropped_;
 };
 
 }  // namespace shim

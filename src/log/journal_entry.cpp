@@ -15,10 +15,7 @@ namespace {
 constexpr std::size_t kMaxFieldName = 64;
 
 void append_field(std::vector<std::string>& out, std::string_view name, std::string_view value) {
-  std::string field(name);
-  field += '=';
-  field += value;
-  out.push_back(std::move(field));
+  out.push_back(fmt::format("{}={}", name, value));
 }
 
 }  // namespace
