@@ -4,21 +4,15 @@
 #include <time.h>
 
 #include <algorithm>
-#include <array>
 #include <ctime>
-#include <utility>
 
 namespace shim {
 namespace {
 
-// JSON's two-character escapes for control characters; the others are written \u00XX.
-constexpr std::array<std::pair<char, char>, 5> kShortEscapes{{
-    {'\b', 'b'},
-    {'\f', 'f'},
-    {'\n', 'n'},
-    {'\r', 'r'},
-    {'\t', 't'},
-}};
+// JSON's two-character escapes for control characters, and their letters; the others are written
+// \u00XX.
+constexpr std::string_view kShortEscaped = "\b\f\n\r\t";
+constexpr std::string_view kShortEscapes = "bfnrt";
 
 constexpr std::string_view kHexDigits = "0123456789abcdef";
 
@@ -53,12 +47,10 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
 }
 
 void append_control_escape(std::string& out, unsigned char c) {
-  for (const auto& [raw, letter] : kShortEscapes) {
-    if (c == static_cast<unsigned char>(raw)) {
-      out += '\\';
-      out += letter;
-      return;
-    }
+  if (const auto k = kShortEscaped.find(static_cast<char>(c)); k != std::string_view::npos) {
+    out += '\\';
+    out += kShortEscapes[k];
+    return;
   }
   // Only C0 controls and DEL come here: \u00XX.
   out += "\\u00";

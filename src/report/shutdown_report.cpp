@@ -221,12 +221,7 @@ report judge(const std::vector<shutdown_history::boot>& boots, const report_opti
 report judge_journal(const report_options& options, const std::string& current_boot_id,
                      std::string note) {
   auto boots = shutdown_history::read_journal(options.journal_dir, options.boots, current_boot_id);
-  if (!boots) {
-    report out;
-    out.result = report::outcome::unreadable;
-    out.note = boots.error();
-    return out;
-  }
+  if (!boots) return {.result = report::outcome::unreadable, .out = {}, .note = boots.error()};
   return judge(
       boots.value(), options, std::move(note),
       options.journal_dir.empty() ? "the journal" : "the journal in " + options.journal_dir);
@@ -246,10 +241,9 @@ report make_report(const report_options& options, const std::string& current_boo
   if (options.journal) return judge_journal(options, current_boot_id, "");
   auto read = shutdown_history::read(options.event_log, options.boots, current_boot_id);
   if (!read) {
-    report out;
-    out.result = report::outcome::unreadable;
-    out.note = "cannot read the event log: " + read.error();
-    return out;
+    return {.result = report::outcome::unreadable,
+            .out = {},
+            .note = "cannot read the event log: " + read.error()};
   }
   const auto& history = read.value();
   const std::string absent =

@@ -137,10 +137,7 @@ result<bool> upstream_probe::watched_file::changed() {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const int error = errno;
-    dev = 0;
-    ino = 0;
-    size = -1;
-    mtime_ns = -1;
+    *this = watched_file{.path = path};  // a change again once it can be stat()ed
     return result<bool>::errno_failure(error, path);
   }
   const std::int64_t mtime =
@@ -316,18 +313,14 @@ void upstream_probe::connect() {
 }
 
 void upstream_probe::on_connected(unsigned generation, beast::error_code ec) {
-  if (ec) {
-    return fail(generation, describe(ec, false));
-  }
+  if (ec) return fail(generation, describe(ec, false));
   if (!connection_->tls) {
     connection_->open = true;
     return send(generation);
   }
   connection_->tls->async_handshake(ssl::stream_base::client,
                                     guarded(generation, [this, generation](beast::error_code ec) {
-                                      if (ec) {
-                                        return fail(generation, describe(ec, true));
-                                      }
+                                      if (ec) return fail(generation, describe(ec, true));
                                       connection_->open = true;
                                       send(generation);
                                     }));
