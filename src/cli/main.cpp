@@ -4,9 +4,9 @@
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <cstdio>
+#include <exception>
 #include <span>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "cli/control_commands.hpp"
@@ -141,9 +141,6 @@ int main(int argc, char** argv) {
                   {{"error", outcome.error}});
         return kExitFailure;
     }
-  } catch (const std::system_error& e) {
-    log.error(e.what());
-    return kExitFailure;
   } catch (const std::exception& e) {
     log.error(e.what());
     return kExitFailure;

@@ -2,26 +2,24 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cstdio>
 
 #include "cli/command_flags.hpp"
 #include "config/flag_table.hpp"
 #include "config/usage_error.hpp"
+#include "util/ascii_digits.hpp"
 #include "util/boot_id.hpp"
 
 namespace shim {
 namespace {
 
 std::size_t parse_boots(std::string_view value) {
-  std::size_t n = 0;
-  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-  if (ec != std::errc() || ptr != value.data() + value.size() || n == 0 ||
-      n > report_options::kMaxBoots) {
+  const auto n = parse_decimal<std::size_t>(value);
+  if (!n || *n == 0 || *n > report_options::kMaxBoots) {
     throw usage_error(fmt::format("--boots: {:?} is not a number from 1 to {}", value,
                                   report_options::kMaxBoots));
   }
-  return n;
+  return *n;
 }
 
 const flag_table<report_command_line>& report_flags() {

@@ -1,12 +1,15 @@
 #include "cli/subcommand.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <ranges>
 #include <vector>
 
 #include "config/config.hpp"
-#include "config/help_columns.hpp"
+#include "config/flag_readers.hpp"
+#include "config/flag_spec.hpp"
 #include "config/usage_error.hpp"
 
 namespace shim {
@@ -36,9 +39,6 @@ std::size_t typo_distance(std::string_view a, std::string_view b) {
   }
   return at(a.size(), b.size());
 }
-
-// Quoted as config.cpp quotes values, so that a control character cannot split the line.
-std::string quoted(std::string_view s) { return fmt::format("{:?}", s); }
 
 }  // namespace
 
@@ -71,13 +71,9 @@ const subcommand& subcommand_named(std::string_view word, std::span<const subcom
     throw usage_error(fmt::format("unknown command {}; did you mean {}? ({})", quoted(word),
                                   quoted(nearest->name), kWrap));
   }
-  std::string names;
-  for (const auto& command : commands) {
-    if (!names.empty()) names += ", ";
-    names += command.name;
-  }
-  throw usage_error(
-      fmt::format("unknown command {}; the commands are {} ({})", quoted(word), names, kWrap));
+  throw usage_error(fmt::format("unknown command {}; the commands are {} ({})", quoted(word),
+                                fmt::join(std::views::transform(commands, &subcommand::name), ", "),
+                                kWrap));
 }
 
 std::string commands_help(std::span<const subcommand> commands) {
@@ -91,11 +87,6 @@ std::string commands_help(std::span<const subcommand> commands) {
 }
 
 std::string usage_text(std::span<const subcommand> commands) {
-  std::string names;
-  for (const auto& command : commands) {
-    if (!names.empty()) names += '|';
-    names += command.name;
-  }
   return fmt::format(
       "Usage: shutdown-shim [FLAGS] [-- COMMAND [ARG...]]\n"
       "  or:  shutdown-shim {} [ARG...]\n"
@@ -106,7 +97,8 @@ std::string usage_text(std::span<const subcommand> commands) {
       "{}"
       "\n"
       "{}",
-      names, commands_help(commands), daemon_flags_help());
+      fmt::join(std::views::transform(commands, &subcommand::name), "|"), commands_help(commands),
+      daemon_flags_help());
 }
 
 }  // namespace shim

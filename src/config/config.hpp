@@ -12,14 +12,18 @@
 #include <vector>
 
 #include "config/flag_table.hpp"
-#include "config/flag_values.hpp"
 #include "config/usage_error.hpp"
 #include "http/listen_address.hpp"
 #include "log/log_level.hpp"
+#include "logind/logind_settings.hpp"
 #include "process/target_spec.hpp"
 #include "upstream/upstream_settings.hpp"
 
 namespace shim {
+
+// The values of the flags that pick a mode.
+enum class inhibit_mode { automatic, required, off };
+enum class forward_policy { automatic, always, never };
 
 struct config {
   enum class action { run, help, version };

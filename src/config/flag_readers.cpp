@@ -6,7 +6,6 @@
 #include <pwd.h>
 #include <string.h>
 
-#include <charconv>
 #include <cstdint>
 
 #include "config/config.hpp"
@@ -16,14 +15,12 @@
 
 namespace shim {
 
-// Quotes a user-supplied value for an error message, escaping what would garble the terminal.
 std::string quoted(std::string_view s) { return fmt::format("{:?}", s); }
 
 [[noreturn]] void bad_value(std::string_view flag, std::string_view why) {
   throw usage_error(fmt::format("{}: {}", flag, why));
 }
 
-// Every duration flag goes through here, so that each has the same syntax and the same bound.
 std::chrono::nanoseconds duration_flag(std::string_view flag, std::string_view value) {
   const std::string too_long = fmt::format("{} is longer than {}, the most a duration flag may be",
                                            quoted(value), format_duration(kMaxFlagDuration));
@@ -45,24 +42,21 @@ std::chrono::nanoseconds duration_flag(std::string_view flag, std::string_view v
   }
 }
 
-// A probe interval or timeout: 0 would probe without pause, or fail every probe.
 std::chrono::nanoseconds positive_duration_flag(std::string_view flag, std::string_view value) {
   const auto d = duration_flag(flag, value);
   if (d.count() == 0) bad_value(flag, fmt::format("{} is zero; want more than 0", quoted(value)));
   return d;
 }
 
-// --upstream-fall and --upstream-rise: how many probes in a row. More than a thousand at the
-// default interval is a quarter of an hour of a dead apiserver kept in the load balancer: a typo.
+// More than a thousand probes at the default interval is a quarter of an hour of a dead apiserver
+// kept in the load balancer: a typo.
 constexpr unsigned kMaxProbeCount = 1000;
 unsigned count_flag(std::string_view flag, std::string_view value) {
-  unsigned n = 0;
-  if (!all_digits(value) ||
-      std::from_chars(value.data(), value.data() + value.size(), n).ec != std::errc() || n == 0 ||
-      n > kMaxProbeCount) {
+  const auto n = parse_decimal<unsigned>(value);
+  if (!n || *n == 0 || *n > kMaxProbeCount) {
     bad_value(flag, fmt::format("{} is not a count from 1 to {}", quoted(value), kMaxProbeCount));
   }
-  return n;
+  return *n;
 }
 
 std::string path_flag(std::string_view flag, std::string_view value) {
@@ -112,38 +106,32 @@ listen_address listen_flag(std::string_view flag, std::string_view value) {
     host_str = text.data();
   }
 
-  unsigned port_number = 0;
-  if (!all_digits(port) ||
-      std::from_chars(port.data(), port.data() + port.size(), port_number).ec != std::errc() ||
-      port_number < 1 || port_number > 65535) {
+  const auto port_number = parse_decimal<std::uint16_t>(port);
+  if (!port_number || *port_number == 0) {
     bad_value(flag, fmt::format("port {} is not in 1..65535", quoted(port)));
   }
-  return {host_str, static_cast<std::uint16_t>(port_number)};
+  return {host_str, *port_number};
 }
 
 pid_t pid_flag(std::string_view flag, std::string_view value) {
-  pid_t pid = 0;
-  if (!all_digits(value) ||
-      std::from_chars(value.data(), value.data() + value.size(), pid).ec != std::errc() ||
-      pid <= 0) {
+  const auto pid = parse_decimal<pid_t>(value);
+  if (!pid || *pid <= 0) {
     bad_value(flag, fmt::format("{} is not a process ID (want a positive integer)", quoted(value)));
   }
   // SIGTERM to init reboots or kills the whole machine (or container): never the target.
-  if (pid == 1) bad_value(flag, "PID 1 is init; the shim never signals it");
-  return pid;
+  if (*pid == 1) bad_value(flag, "PID 1 is init; the shim never signals it");
+  return *pid;
 }
 
-// A user name or a numeric UID, like systemd's User=: digits are a UID, anything else is looked up.
 uid_t user_flag(std::string_view flag, std::string_view value) {
   if (value.empty()) bad_value(flag, "empty user");
   if (all_digits(value)) {
-    uid_t uid = 0;
+    const auto uid = parse_decimal<uid_t>(value);
     // (uid_t)-1 is no user: the kernel's "unchanged" in setresuid().
-    if (std::from_chars(value.data(), value.data() + value.size(), uid).ec != std::errc() ||
-        uid == static_cast<uid_t>(-1)) {
+    if (!uid || *uid == static_cast<uid_t>(-1)) {
       bad_value(flag, fmt::format("{} is not a valid UID", quoted(value)));
     }
-    return uid;
+    return *uid;
   }
   const std::string name(value);
   passwd entry{};
@@ -158,8 +146,6 @@ uid_t user_flag(std::string_view flag, std::string_view value) {
   return found->pw_uid;
 }
 
-// logind, kubelet and a restarted shim read these paths afresh: a relative one would depend on the
-// working directory of that moment's process.
 std::string absolute_path_flag(std::string_view flag, std::string_view value) {
   if (!value.starts_with('/')) {
     bad_value(flag, fmt::format("{} is not an absolute path", quoted(value)));

@@ -1,9 +1,12 @@
 #pragma once
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <sys/types.h>
 
 #include <array>
 #include <chrono>
+#include <ranges>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,12 +59,8 @@ Enum choice_flag(std::string_view flag, std::string_view value,
   for (const auto& [name, e] : choices) {
     if (name == value) return e;
   }
-  std::string names;
-  for (const auto& [name, e] : choices) {
-    if (!names.empty()) names += ", ";
-    names += name;
-  }
-  bad_value(flag, quoted(value) + " is not one of " + names);
+  bad_value(flag, fmt::format("{} is not one of {}", quoted(value),
+                              fmt::join(std::views::keys(choices), ", ")));
 }
 
 }  // namespace shim

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+// Every deadline is a saturating_add: the end of time rather than an overflow (a resumed
+// unready_at comes from a file).
 #include "util/saturating.hpp"
 
 namespace shim {
@@ -27,12 +29,6 @@ action unready(std::string message, std::string cause, shutdown_sequence::time_p
 // What a SIGTERM that is not passed on does, and why: the shim stops, nothing is shutting down.
 std::string stop_without_signal(const std::string& why) {
   return "stopping without signalling the target: " + why;
-}
-
-// t + d, or the end of time rather than an overflow (a resumed unready_at comes from a file).
-shutdown_sequence::time_point later(shutdown_sequence::time_point t,
-                                    shutdown_sequence::duration d) {
-  return saturating_add(t, d);
 }
 
 }  // namespace
@@ -91,7 +87,7 @@ void shutdown_sequence::start(time_point now, time_point since, trigger_kind kin
   unready_at_ = since;
   // A shutdown that takes over a drill may find the drain served: the target still gets its
   // exit-timeout from now, when its signal goes (ShutdownSequence.AShutdownAfterTheDrainServed...).
-  exit_timeout_from_ = std::max(later(since, settings_.drain_delay), now);
+  exit_timeout_from_ = std::max(saturating_add(since, settings_.drain_delay), now);
   stop_requested_ = kind != trigger_kind::prepare_for_shutdown;
   signal_sent_ = false;
   signal_missed_ = false;
@@ -163,8 +159,7 @@ void shutdown_sequence::decide(bool forward, const std::string& why, actions& ou
   const std::string words = stop_without_signal(why);
   out.push_back(record ? record_start(words, event_kind::Restart) : note(words));
   phase_ = phase_kind::released;
-  if (armed_) out.push_back(make(kind::cancel_timer));
-  armed_.reset();
+  disarm(out);
   out.push_back(action{kind::release_inhibitor, words, {}, {}, cause_});
   request_exit(out);
 }
@@ -189,7 +184,7 @@ shutdown_sequence::actions shutdown_sequence::resume(time_point now, const resum
   phase_ = phase_kind::holding;
   timing_ = hold.timing;
   unready_at_ = std::min(hold.unready_at, now);
-  exit_timeout_from_ = later(unready_at_, settings_.drain_delay);
+  exit_timeout_from_ = saturating_add(unready_at_, settings_.drain_delay);
   stop_requested_ = false;
   decision_ = decision_state::forward;
   kubelet_signals_ =
@@ -220,8 +215,7 @@ shutdown_sequence::actions shutdown_sequence::cancel(const std::string& cause) {
     return out;
   }
   out.push_back(note(cause + ": the shutdown was cancelled", event_kind::ShutdownCancelled));
-  if (armed_) out.push_back(make(kind::cancel_timer));
-  armed_.reset();
+  disarm(out);
   out.push_back(make(kind::retake_inhibitor));
   // Without a target nothing was ever signalled, whatever signal_sent_ says (issue 18, item 7).
   if (!signal_sent_ || signal_missed_ || !settings_.has_target) {
@@ -275,9 +269,6 @@ shutdown_sequence::actions shutdown_sequence::target_exited(time_point now,
       advance(now, out);
       break;
     case phase_kind::released:
-      target_gone_ = true;
-      if (settings_.wrapper) request_exit(out);
-      break;
     case phase_kind::awaiting_target:
       target_gone_ = true;
       if (settings_.wrapper) request_exit(out);
@@ -303,7 +294,7 @@ shutdown_sequence::actions shutdown_sequence::target_started(time_point now) {
   }
   target_gone_ = false;
   signal_missed_ = false;
-  if (kubelet_signals_ && now < later(unready_at_, timing_.kubelet_by)) {
+  if (kubelet_signals_ && now < saturating_add(unready_at_, timing_.kubelet_by)) {
     // kubelet restarted it before its group's turn, and stops it then, as it stops the first.
     out.push_back(
         note("a target that did not have the signal runs again before kubelet's SIGTERM "
@@ -323,7 +314,8 @@ shutdown_sequence::actions shutdown_sequence::kubelet_gone(time_point now) {
   actions out;
   if (phase_ != phase_kind::holding || !kubelet_signals_ || !signal_sent_ || target_gone_)
     return out;
-  const time_point by = later(later(unready_at_, timing_.kubelet_by), kKubeletSignalPath);
+  const time_point by =
+      saturating_add(saturating_add(unready_at_, timing_.kubelet_by), duration(kKubeletSignalPath));
   if (now >= by) {
     // kubelet closes its lock when its last group's timer fires, while the runtime's SIGKILL of a
     // pod of that group is still to land: a lock gone then is kubelet done, not kubelet gone.
@@ -394,7 +386,7 @@ shutdown_sequence::actions shutdown_sequence::drill(time_point now, duration len
   phase_ = phase_kind::drilling;
   unready_at_ = now;
   cause_ = cause;
-  drill_end_ = later(now, length);
+  drill_end_ = saturating_add(now, length);
   out.push_back(action{kind::start_drill,
                        "drill: unready for the load balancer as at a shutdown; "
                        "no signal, the lock is kept",
@@ -413,14 +405,18 @@ shutdown_sequence::actions shutdown_sequence::stop_drill(const std::string& caus
 
 void shutdown_sequence::end_drill(const std::string& how, actions& out) {
   phase_ = phase_kind::idle;
-  if (armed_) out.push_back(make(kind::cancel_timer));
-  armed_.reset();
+  disarm(out);
   out.push_back(action{kind::end_drill, "drill " + how, event_kind::DrillEnded, unready_at_, how});
 }
 
 shutdown_sequence::action shutdown_sequence::record_start(std::string message,
                                                           event_kind event) const {
   return action{kind::record_start, std::move(message), event, unready_at_, cause_};
+}
+
+void shutdown_sequence::disarm(actions& out) {
+  if (armed_) out.push_back(make(kind::cancel_timer));
+  armed_.reset();
 }
 
 void shutdown_sequence::request_exit(actions& out) {
@@ -430,20 +426,20 @@ void shutdown_sequence::request_exit(actions& out) {
 }
 
 shutdown_sequence::time_point shutdown_sequence::hard_deadline() const {
-  return later(exit_timeout_from_, settings_.exit_timeout);
+  return saturating_add(exit_timeout_from_, settings_.exit_timeout);
 }
 
 void shutdown_sequence::advance(time_point now, actions& out) {
   if (phase_ != phase_kind::holding) return;
   // kubelet's signal comes on kubelet's time, not after --signal-delay: counted at once.
   if (!signal_sent_ && decision_ == decision_state::forward &&
-      (kubelet_signals_ || now >= later(unready_at_, timing_.signal_delay))) {
+      (kubelet_signals_ || now >= saturating_add(unready_at_, timing_.signal_delay))) {
     signal_sent_ = true;
     if (settings_.has_target) {
       out.push_back(make(kubelet_signals_ ? kind::count_kubelet_signal : kind::forward_signal));
     }
   }
-  if (!drain_elapsed_ && now >= later(unready_at_, settings_.drain_delay)) {
+  if (!drain_elapsed_ && now >= saturating_add(unready_at_, settings_.drain_delay)) {
     drain_elapsed_ = true;
     out.push_back(note("the drain delay has passed", event_kind::DrainElapsed));
   }
@@ -451,8 +447,7 @@ void shutdown_sequence::advance(time_point now, actions& out) {
   if (signal_sent_ && drain_elapsed_ && (target_gone_ || now >= hard_deadline())) {
     if (!target_gone_) out.push_back(note("exit-timeout passed and the target is still running"));
     phase_ = phase_kind::released;
-    if (armed_) out.push_back(make(kind::cancel_timer));
-    armed_.reset();
+    disarm(out);
     out.push_back(action{kind::release_inhibitor, {}, {}, {}, cause_});
     if (stop_requested_ || (settings_.wrapper && target_gone_)) request_exit(out);
     return;
@@ -467,10 +462,10 @@ std::optional<shutdown_sequence::time_point> shutdown_sequence::next_deadline() 
     if (!next || t < *next) next = t;
   };
   if (!signal_sent_ && decision_ == decision_state::forward && !kubelet_signals_) {
-    consider(later(unready_at_, timing_.signal_delay));
+    consider(saturating_add(unready_at_, timing_.signal_delay));
   }
   if (!drain_elapsed_) {
-    consider(later(unready_at_, settings_.drain_delay));
+    consider(saturating_add(unready_at_, settings_.drain_delay));
   } else if (signal_sent_ && !target_gone_) {
     consider(hard_deadline());
   }

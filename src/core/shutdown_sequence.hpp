@@ -218,6 +218,7 @@ class shutdown_sequence {
   action record_start(std::string message, event_kind event) const;
   void advance(time_point now, actions& out);
   void update_timer(actions& out);
+  void disarm(actions& out);  // cancel_timer, when one is armed
   void request_exit(actions& out);
   void end_drill(const std::string& how, actions& out);
   std::optional<time_point> next_deadline() const;

@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <string_view>
 #include <system_error>
 
+#include "util/ascii_digits.hpp"
 #include "util/atomic_file.hpp"
 #include "util/boot_id.hpp"
 #include "util/small_file.hpp"
@@ -22,27 +22,22 @@ constexpr std::string_view kLeftToKubelet = "left_to_kubelet";
 // A record names a handful of processes; anything much larger is not ours.
 constexpr std::size_t kMaxBytes = 64 * 1024;
 
-template <typename T>
-bool parse_number(std::string_view text, T& out) {
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return error == std::errc() && end == text.data() + text.size() && !text.empty();
-}
-
 // "PID START_TIME SIGNALLED_US SIGNAL"
 std::optional<shutdown_record::signalled_process> parse_signalled(std::string_view text) {
-  shutdown_record::signalled_process p;
   std::string_view fields[4];
   for (auto& field : fields) {
     const auto space = text.find(' ');
     field = text.substr(0, space);
     text = space == std::string_view::npos ? std::string_view{} : text.substr(space + 1);
   }
-  if (!text.empty() || !parse_number(fields[0], p.process.pid) || p.process.pid <= 0 ||
-      !parse_number(fields[1], p.process.start_time) || !parse_number(fields[2], p.signalled_us) ||
-      !parse_number(fields[3], p.signal)) {
+  const auto pid = parse_decimal<pid_t>(fields[0]);
+  const auto start_time = parse_decimal<std::uint64_t>(fields[1]);
+  const auto signalled_us = parse_decimal<std::int64_t>(fields[2]);
+  const auto signal = parse_decimal<int>(fields[3]);
+  if (!text.empty() || !pid || *pid <= 0 || !start_time || !signalled_us || !signal) {
     return std::nullopt;
   }
-  return p;
+  return shutdown_record::signalled_process{{*pid, *start_time}, *signalled_us, *signal};
 }
 
 }  // namespace
@@ -90,10 +85,10 @@ result<shutdown_record> signal_record::load() const {
     const std::string_view key = line.substr(0, eq);
     const std::string_view value =
         eq == std::string_view::npos ? std::string_view{} : line.substr(eq + 1);
-    std::int64_t number = 0;
+    const auto number = parse_decimal<std::int64_t>(value);
     if (key == "boot_id") {
       record.boot_id = value;
-    } else if (key == "unready_us" && parse_number(value, number)) {
+    } else if (key == "unready_us" && number) {
       record.unready_us = number;
     } else if (key == "cause") {
       record.cause = value;

@@ -23,6 +23,7 @@
 #include <system_error>
 #include <utility>
 
+#include "util/ascii_digits.hpp"
 #include "util/errno_error.hpp"
 #include "util/small_file.hpp"
 #include "util/trusted_file.hpp"
@@ -52,12 +53,8 @@ std::string_view trim(std::string_view s) {
 
 // A positive decimal PID and nothing else (no sign, no trailing garbage).
 std::optional<pid_t> parse_pid(std::string_view text) {
-  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text.front()))) return std::nullopt;
-  long long value = 0;
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  if (value <= 0 || value > INT_MAX) return std::nullopt;
-  return static_cast<pid_t>(value);
+  const auto pid = parse_decimal<pid_t>(text);
+  return pid && *pid > 0 ? pid : std::nullopt;
 }
 
 std::string proc_path(const std::string& proc_root, pid_t pid, std::string_view entry) {

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <string_view>
 
+#include "util/ascii_digits.hpp"
 #include "util/small_file.hpp"
 
 namespace shim {
@@ -26,11 +26,9 @@ std::optional<process_identity> identify_process(pid_t pid, const std::string& p
     rest.remove_prefix(end);
     if (i == 0 && (field == "Z" || field == "X")) return std::nullopt;  // exited, not yet reaped
   }
-  process_identity id{pid, 0};
-  const auto [end, error] =
-      std::from_chars(field.data(), field.data() + field.size(), id.start_time);
-  if (error != std::errc() || end != field.data() + field.size()) return std::nullopt;
-  return id;
+  const auto start_time = parse_decimal<std::uint64_t>(field);
+  if (!start_time) return std::nullopt;
+  return process_identity{pid, *start_time};
 }
 
 }  // namespace shim

@@ -5,10 +5,9 @@
 #include <string.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <charconv>
 #include <stdexcept>
+#include <utility>
 
 #include "util/ascii_digits.hpp"
 
@@ -18,28 +17,20 @@ namespace {
 constexpr int kMaxSignal = 64;  // the kernel's _NSIG
 
 // Names glibc's sigabbrev_np() does not return because another name owns the number.
-struct signal_alias {
-  std::string_view name;
-  int signal;
-};
-constexpr std::array<signal_alias, 3> kSignalAliases{{
-    {"IOT", SIGABRT},
-    {"POLL", SIGIO},
-    {"CLD", SIGCHLD},
-}};
+constexpr std::pair<std::string_view, int> kSignalAliases[] = {
+    {"IOT", SIGABRT}, {"POLL", SIGIO}, {"CLD", SIGCHLD}};
 
 }  // namespace
 
 int parse_signal(std::string_view text) {
   if (text.empty()) throw std::invalid_argument("empty signal name");
   if (all_digits(text)) {
-    int number = 0;
-    auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
-    if (ec != std::errc() || number < 1 || number > kMaxSignal) {
+    const auto number = parse_decimal<int>(text);
+    if (!number || *number < 1 || *number > kMaxSignal) {
       throw std::invalid_argument(
           fmt::format("signal number {} is not in 1..{}", text, kMaxSignal));
     }
-    return number;
+    return *number;
   }
 
   std::string name(text);
@@ -52,8 +43,8 @@ int parse_signal(std::string_view text) {
       const char* abbrev = sigabbrev_np(sig);
       if (abbrev != nullptr && bare == abbrev) return sig;
     }
-    for (const auto& alias : kSignalAliases) {
-      if (bare == alias.name) return alias.signal;
+    for (const auto& [alias, sig] : kSignalAliases) {
+      if (bare == alias) return sig;
     }
   }
   throw std::invalid_argument(

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "config/flag_table.hpp"
-#include "config/help_columns.hpp"
 
 namespace shim {
 namespace {
