@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <optional>
 
 #include "util/duration_text.hpp"
@@ -18,11 +19,6 @@ constexpr std::string_view kOpenShiftConfigFlag = "--openshift-config";
 // A delay of more than a day is no plan to hold a reboot for: the shim does not plan with it.
 constexpr std::chrono::hours kMaxDelay{24};
 
-std::string_view base_name(std::string_view path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string_view::npos ? path : path.substr(slash + 1);
-}
-
 // Go's strconv.ParseBool, which pflag's bool flags use.
 std::optional<bool> parse_go_bool(std::string_view s) {
   static constexpr std::array<std::string_view, 6> kTrue{"1", "t", "T", "TRUE", "true", "True"};
@@ -36,7 +32,7 @@ std::optional<bool> parse_go_bool(std::string_view s) {
 // the words naming the program ("hyperkube kube-apiserver").
 std::size_t first_flag(std::span<const std::string> argv) {
   std::size_t i = 0;
-  if (!argv.empty() && base_name(argv[0]) == "watch-termination") {
+  if (!argv.empty() && std::filesystem::path(argv[0]).filename() == "watch-termination") {
     const auto end = std::find(argv.begin(), argv.end(), "--");
     if (end == argv.end()) return argv.size();
     i = static_cast<std::size_t>(end - argv.begin()) + 1;

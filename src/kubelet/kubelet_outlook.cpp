@@ -1,6 +1,7 @@
 #include "kubelet/kubelet_outlook.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <vector>
@@ -9,16 +10,6 @@
 #include "util/duration_text.hpp"
 
 namespace shim {
-
-namespace {
-
-std::string join(const std::vector<std::string>& parts, std::string_view separator) {
-  std::string text;
-  for (const auto& p : parts) text += (text.empty() ? "" : std::string(separator)) + p;
-  return text;
-}
-
-}  // namespace
 
 void kubelet_outlook::set_files(const result<kubelet_shutdown_config>& config,
                                 const result<static_pod_priority>& manifest,
@@ -193,8 +184,8 @@ std::string kubelet_outlook::cut_words() const {
                           hold));
   }
   return fmt::format("kubelet's SIGKILL cuts {} (drain-delay + exit-timeout is {}): {}",
-                     join(cuts, " and "), format_duration(settings_.hold_needed),
-                     join(fixes, "; and "));
+                     fmt::join(cuts, " and "), format_duration(settings_.hold_needed),
+                     fmt::join(fixes, "; and "));
 }
 
 std::string kubelet_outlook::summary() const {

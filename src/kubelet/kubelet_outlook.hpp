@@ -20,19 +20,15 @@ namespace shim {
 // A second SIGTERM is always worse than a later first one: kube-apiserver exits at once on it,
 // dropping every request in flight, while a first one from kubelet at +T still starts its graceful
 // termination (its shutdown delay keeps it serving while the load balancer drains), and the shim's
-// /readyz is unready from +0 whoever signals. So the policy:
-//   | mode            | what kubelet will do                                  | the shim |
-//   |-----------------|-------------------------------------------------------|--------------------|
-//   | attach, sidecar | SIGTERM kube-apiserver at +a..+b, in whichever group  | sends none: counts
-//   | |                 | its priority puts it (kubelet's lock listed, config   | kubelet's as the
-//   | |                 | and manifest read, GNS on)                            | one, holds as
-//   ever | |                 |   ... but its lock goes while the target still runs   | one SIGTERM,
-//   at    | |                 |   (kubelet crashed, was stopped, gave up)             | once | |
-//   attach, sidecar | not known: no lock listed, a config that turns GNS    | signals at +0      |
-//   |                 | off, no manifest (kube-apiserver not known as its     | (with the lock | |
-//   | pod), a file unreadable, no config                    | listed: a warning) | | wrapper |
-//   anything: kubelet's SIGTERM reaches the shim, which   | signals at +0      | | | forwards once
-//   |                    |
+// /readyz is unready from +0 whoever signals. So the policy, in attach and sidecar modes:
+//  - kubelet will SIGTERM kube-apiserver at +a..+b, in whichever group its priority puts it
+//    (kubelet's lock listed, config and manifest read, GNS on): the shim sends none, counts
+//    kubelet's as the one and holds as ever; if kubelet's lock goes while the target still runs
+//    (kubelet crashed, was stopped, gave up), the shim sends one SIGTERM at once;
+//  - not known (no lock listed, a config that turns GNS off, no manifest: kube-apiserver not known
+//    as its pod, a file unreadable, no config): the shim signals at +0 (with the lock listed: a
+//    warning).
+// In wrapper mode kubelet's SIGTERM reaches the shim, which forwards it once.
 // In every mode a SIGKILL before drain-delay + exit-timeout, or one that cuts the pod's own
 // terminationGracePeriodSeconds (the group's grace is shorter), is reported as a cut drain, with
 // the kubelet setting that fixes it: in an OpenShift KubeletConfig when an operator renders the
@@ -98,8 +94,8 @@ class kubelet_outlook {
 
   // One line for the check and the events: what kubelet will do and what the shim does.
   std::string summary() const;
-  // The same in a few words, for the log line of a normal outlook (issue 22, item 5: the summary,
-  // some 400 bytes, was logged twice at every start): who signals, and where summary() is.
+  // The same in a few words, for the log line of a normal outlook: who signals, and where
+  // summary() is.
   std::string headline() const;
   // The same when it is a problem an operator must fix (logged as a WARNING), else nothing.
   std::optional<std::string> warning() const;

@@ -10,6 +10,7 @@
 #include "kubelet/json_text.hpp"
 #include "kubelet/yaml_document.hpp"
 #include "logind/logind_config.hpp"
+#include "util/ascii_digits.hpp"
 #include "util/duration_text.hpp"
 #include "util/small_file.hpp"
 
@@ -30,11 +31,6 @@ bool is_null(const yaml_node& n) {
   return n.type == yaml_node::kind::scalar && n.resolved() == yaml_type::null;
 }
 
-bool is_decimal(std::string_view s) {
-  if (s.starts_with('-')) s.remove_prefix(1);
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
 // An integer field as kubelet reads it: a YAML integer or a float that JSON writes as one (1e3 is
 // 1000), written any way YAML 1.1 has (0x10, 010, +5, 1_000, 30.0). Only plain decimal digits are
 // read here; the other forms are refused rather than worked out. A string (a quoted scalar too) is
@@ -44,7 +40,8 @@ std::int64_t integer(const yaml_node& n, std::string_view field, std::int64_t mi
   if (n.type != yaml_node::kind::scalar || n.quoted) {
     throw field_error(fmt::format("{}: must be a number", field));
   }
-  if (!is_decimal(n.text)) {
+  const std::string_view digits = std::string_view(n.text).substr(n.text.starts_with('-'));
+  if (!all_digits(digits)) {
     const auto type = n.resolved();
     throw field_error(
         type == yaml_type::integer || type == yaml_type::floating
@@ -55,7 +52,6 @@ std::int64_t integer(const yaml_node& n, std::string_view field, std::int64_t mi
             : fmt::format("{}: '{}' is not a whole number", field, n.text));
   }
   // YAML 1.1 reads "010" as octal, JSON refuses it: neither is a number to guess at.
-  const std::string_view digits = std::string_view(n.text).substr(n.text.front() == '-');
   if (digits.size() > 1 && digits.front() == '0') {
     throw field_error(fmt::format("{}: '{}' has a leading zero", field, n.text));
   }
@@ -146,6 +142,22 @@ result<yaml_node> read_document(std::string_view text) {
   std::replace(copy.begin(), copy.begin() + static_cast<std::ptrdiff_t>(first), '\t', ' ');
   std::replace(copy.begin() + static_cast<std::ptrdiff_t>(last), copy.end(), '\t', ' ');
   return parse_yaml(copy, yaml_syntax::json);
+}
+
+// A file's document, which must be a mapping; a failure starts with what the file is.
+result<yaml_node> read_mapping(std::string_view text, std::string_view what) {
+  auto doc = read_document(text);
+  if (!doc) return result<yaml_node>::failure_from(doc, fmt::format("{}: ", what));
+  if (doc.value().type != yaml_node::kind::mapping) {
+    return result<yaml_node>::failure(fmt::format("{}: not a mapping", what));
+  }
+  return doc;
+}
+
+// An int32 field (a priority).
+std::int32_t int32_field(const yaml_node& n, std::string_view field) {
+  return static_cast<std::int32_t>(integer(n, field, std::numeric_limits<std::int32_t>::min(),
+                                           std::numeric_limits<std::int32_t>::max()));
 }
 
 std::string plural_s(std::int64_t n) { return n == 1 ? "" : "s"; }
@@ -242,10 +254,9 @@ std::string kubelet_stop_plan::describe() const {
 
 result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text) {
   using R = result<kubelet_shutdown_config>;
-  auto doc = read_document(text);
-  if (!doc) return R::failure_from(doc, "kubelet config: ");
+  auto doc = read_mapping(text, "kubelet config");
+  if (!doc) return R::failure_from(doc);
   const yaml_node& root = doc.value();
-  if (root.type != yaml_node::kind::mapping) return R::failure("kubelet config: not a mapping");
   if (const auto* kind = root.find("kind"); kind && kind->text != "KubeletConfiguration") {
     return R::failure(
         fmt::format("kubelet config: kind is '{}', not KubeletConfiguration", kind->text));
@@ -278,9 +289,7 @@ result<kubelet_shutdown_config> parse_kubelet_config(std::string_view text) {
           throw field_error(where + ": must be {priority, shutdownGracePeriodSeconds}");
         }
         if (const auto* p = item.find("priority"); p && !is_null(*p)) {
-          g.priority = static_cast<std::int32_t>(integer(*p, where + ".priority",
-                                                         std::numeric_limits<std::int32_t>::min(),
-                                                         std::numeric_limits<std::int32_t>::max()));
+          g.priority = int32_field(*p, where + ".priority");
         }
         if (const auto* s = item.find("shutdownGracePeriodSeconds"); s && !is_null(*s)) {
           g.grace_seconds =
@@ -317,12 +326,9 @@ std::vector<std::string> string_list(const yaml_node& n, std::string_view field)
 
 result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
   using R = result<static_pod_priority>;
-  auto doc = read_document(text);
-  if (!doc) return R::failure_from(doc, "static pod manifest: ");
+  auto doc = read_mapping(text, "static pod manifest");
+  if (!doc) return R::failure_from(doc);
   const yaml_node& root = doc.value();
-  if (root.type != yaml_node::kind::mapping) {
-    return R::failure("static pod manifest: not a mapping");
-  }
   if (const auto* kind = root.find("kind"); !kind || kind->text != "Pod") {
     return R::failure("static pod manifest: kind is not Pod");
   }
@@ -368,9 +374,7 @@ result<static_pod_priority> parse_static_pod_manifest(std::string_view text) {
       }
     }
     if (const auto* n = spec->find("priority"); n && !is_null(*n)) {
-      p.priority = static_cast<std::int32_t>(integer(*n, "spec.priority",
-                                                     std::numeric_limits<std::int32_t>::min(),
-                                                     std::numeric_limits<std::int32_t>::max()));
+      p.priority = int32_field(*n, "spec.priority");
     }
     if (const auto* n = spec->find("priorityClassName"); n && !is_null(*n)) {
       p.priority_class_name = string_field(*n, "spec.priorityClassName");

@@ -52,26 +52,9 @@ go_int parse_go_int(std::string_view s, bool with_sign) {
   }
   int base = 10;
   if (s.size() >= 2 && s.front() == '0') {
-    switch (s[1]) {
-      case 'x':
-      case 'X':
-        base = 16;
-        s.remove_prefix(2);
-        break;
-      case 'o':
-      case 'O':
-        base = 8;
-        s.remove_prefix(2);
-        break;
-      case 'b':
-      case 'B':
-        base = 2;
-        s.remove_prefix(2);
-        break;
-      default:
-        base = 8;
-        s.remove_prefix(1);
-    }
+    const char prefix = static_cast<char>(s[1] | 0x20);  // lower case
+    base = prefix == 'x' ? 16 : prefix == 'b' ? 2 : 8;
+    s.remove_prefix(prefix == 'x' || prefix == 'o' || prefix == 'b' ? 2 : 1);
   }
   if (s.empty()) return go_int::invalid;
   const std::uint64_t limit = !with_sign ? UINT64_MAX
@@ -176,14 +159,8 @@ class tree_builder {
           add(scalar(events, e, line), line);
           break;
         case YAML_SEQUENCE_START_EVENT:
-          check_node(e.data.sequence_start.anchor, e.data.sequence_start.tag, line);
-          open(yaml_node::kind::sequence, e.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE,
-               line);
-          break;
         case YAML_MAPPING_START_EVENT:
-          check_node(e.data.mapping_start.anchor, e.data.mapping_start.tag, line);
-          open(yaml_node::kind::mapping, e.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE,
-               line);
+          open(e, line);
           break;
         case YAML_SEQUENCE_END_EVENT:
         case YAML_MAPPING_END_EVENT: {
@@ -252,15 +229,21 @@ class tree_builder {
     return false;
   }
 
-  void open(yaml_node::kind type, bool flow, std::size_t line) {
+  // A sequence's or a mapping's start.
+  void open(const yaml_event_t& e, std::size_t line) {
+    const bool sequence = e.type == YAML_SEQUENCE_START_EVENT;
+    const auto& seq = e.data.sequence_start;
+    const auto& map = e.data.mapping_start;
+    check_node(sequence ? seq.anchor : map.anchor, sequence ? seq.tag : map.tag, line);
     if (open_.size() >= kMaxYamlDepth) fail("nested too deeply", line);
     if (!open_.empty() && open_.back().node.type == yaml_node::kind::mapping && !open_.back().key) {
       fail("a key that is a collection", line);
     }
     frame f;
-    f.node.type = type;
+    f.node.type = sequence ? yaml_node::kind::sequence : yaml_node::kind::mapping;
     f.node.line = line;
-    f.flow = flow;
+    f.flow =
+        sequence ? seq.style == YAML_FLOW_SEQUENCE_STYLE : map.style == YAML_FLOW_MAPPING_STYLE;
     open_.push_back(std::move(f));
   }
 

@@ -121,8 +121,8 @@ std::size_t extract_multiplier(std::string_view s, std::size_t i, std::uint64_t&
 }
 
 // The drop-in holds whole seconds, and logind must never wait less than the shim means: a value
-// is rounded up (a drop-in elsewhere saying 472.5s once made the shim write 472). Beyond the most
-// seconds parse_sec takes (it refuses N >= UINT64_MAX / 10^6) only "infinity" is long enough.
+// is rounded up. Beyond the most seconds parse_sec takes (it refuses N >= UINT64_MAX / 10^6) only
+// "infinity" is long enough.
 std::uint64_t dropin_usec(std::uint64_t usec) {
   constexpr std::uint64_t kMaxSeconds = kInfinityUsec / kUsecPerSec - 1;
   const std::uint64_t seconds = usec / kUsecPerSec + (usec % kUsecPerSec != 0 ? 1 : 0);
@@ -138,8 +138,7 @@ std::string dropin_text(std::uint64_t usec) {
 
 // A port of systemd 252's parse_time(t, &usec, USEC_PER_SEC) (src/basic/time-util.c), which
 // parse_sec() and so logind's InhibitDelayMaxSec= use: same acceptance, same value, integer
-// arithmetic only. The previous version used a double for fractions and its own overflow rule:
-// "18446744073709.8" wrapped to 0.25 s, and "3.", "12.34.56" and "0..0" were accepted.
+// arithmetic only.
 std::optional<std::uint64_t> parse_logind_timespan(std::string_view text) {
   // systemd reads a C string.
   const std::string_view t = text.substr(0, text.find('\0'));

@@ -7,36 +7,30 @@
 
 namespace shim {
 
+namespace {
+
+// Each lock state's word for `status` and its check's detail, in inhibitor_state's order.
+struct lock_words {
+  std::string_view word;
+  std::string_view detail;
+};
+constexpr lock_words kLockWords[] = {
+    {"off", "disabled (--inhibit=off)"},
+    {"pending", "taking the logind delay lock"},
+    {"held", ""},
+    {"retrying", "not held, retrying: "},
+    {"released", "released at the end of the shutdown hold"},
+};
+
+}  // namespace
+
 std::string_view logind_row::lock_word() const {
-  switch (inhibitor) {
-    case inhibitor_state::disabled:
-      return "off";
-    case inhibitor_state::pending:
-      return "pending";
-    case inhibitor_state::held:
-      return "held";
-    case inhibitor_state::retrying:
-      return "retrying";
-    case inhibitor_state::released:
-      return "released";
-  }
-  return "unknown";
+  return kLockWords[static_cast<std::size_t>(inhibitor)].word;
 }
 
 std::string logind_row::lock_detail() const {
-  switch (inhibitor) {
-    case inhibitor_state::disabled:
-      return "disabled (--inhibit=off)";
-    case inhibitor_state::pending:
-      return "taking the logind delay lock";
-    case inhibitor_state::held:
-      return {};
-    case inhibitor_state::retrying:
-      return "not held, retrying: " + inhibitor_detail;
-    case inhibitor_state::released:
-      return "released at the end of the shutdown hold";
-  }
-  return {};
+  std::string detail(kLockWords[static_cast<std::size_t>(inhibitor)].detail);
+  return inhibitor == inhibitor_state::retrying ? detail + inhibitor_detail : detail;
 }
 
 bool logind_row::delay_too_short(std::chrono::nanoseconds hold) const {

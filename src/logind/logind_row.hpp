@@ -11,6 +11,7 @@ namespace shim {
 // The logind edge's rows of the status table (the inhibitor and logind-delay checks): written by
 // logind_edge alone, read by the table, /metrics and the shutdown's records.
 struct logind_row {
+  // In the order of logind_row.cpp's kLockWords.
   enum class inhibitor_state {
     disabled,  // --inhibit=off
     pending,   // first attempt not finished yet
