@@ -2,11 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <stdexcept>
 
 #include "http/http_answer.hpp"
 #include "http/url_query.hpp"
+#include "util/ascii_digits.hpp"
 #include "util/duration_text.hpp"
 
 namespace shim {
@@ -44,13 +44,11 @@ parsed_target parse_target(std::string_view target) {
         out.error = fmt::format("duration: {}", e.what());
       }
     } else if (item->key == "lb-fall") {
-      unsigned n = 0;
-      const auto* end = item->value.data() + item->value.size();
-      const auto r = std::from_chars(item->value.data(), end, n);
-      if (r.ec != std::errc() || r.ptr != end || n == 0 || n > kMaxLbFall) {
+      const auto n = parse_decimal<unsigned>(item->value);
+      if (!n || *n == 0 || *n > kMaxLbFall) {
         out.error = fmt::format("lb-fall {}: want a count from 1 to {}", item->value, kMaxLbFall);
       }
-      out.request.lb_fall = n;
+      out.request.lb_fall = n.value_or(0);
     } else {
       out.error = fmt::format("unknown parameter {}", item->key.substr(0, 64));
     }
@@ -106,8 +104,7 @@ http_answers control_http_answers(control_handlers handlers) {
                                   reply.json ? "application/json" : "text/plain; charset=utf-8");
             return false;
           },
-      .refuse = [](http::status code, http_request_counts& counts,
-                   std::string& out) { append_refusal(counts, code, out); },
+      .refuse = append_refusal,
   };
 }
 

@@ -37,10 +37,6 @@ bool fits_request_line(std::string_view text) {
   });
 }
 
-bool is_errno(const beast::error_code& ec, int error) {
-  return ec.category() == boost::system::system_category() && ec.value() == error;
-}
-
 int errno_of(const beast::error_code& ec) {
   return ec.category() == boost::system::system_category() ? ec.value() : 0;
 }
@@ -48,11 +44,12 @@ int errno_of(const beast::error_code& ec) {
 std::string failure_text(const std::filesystem::path& socket_path, const beast::error_code& ec,
                          std::string_view step) {
   const std::string where = socket_path.string();
+  const int error = errno_of(ec);
   // No socket file, or one that nothing listens on (a shim that was killed).
-  if (is_errno(ec, ENOENT) || is_errno(ec, ECONNREFUSED)) {
+  if (error == ENOENT || error == ECONNREFUSED) {
     return "no shutdown-shim is listening on " + where + ": " + ec.message();
   }
-  if (is_errno(ec, EACCES) || is_errno(ec, EPERM)) {
+  if (error == EACCES || error == EPERM) {
     return "the control socket " + where + " is root's: " + ec.message();
   }
   if (ec == http::error::body_limit || ec == http::error::header_limit ||
@@ -124,9 +121,12 @@ result<control_answer> control_request(const std::filesystem::path& socket_path,
                         "Connection: close\r\n\r\n";
   std::optional<R> failed;
   bool done = false;
-  auto fail = [&](const beast::error_code& ec, std::string_view step) {
-    failed = R::failure(failure_text(socket_path, ec, step), errno_of(ec));
+  auto fail_with = [&](R failure) {
+    failed = std::move(failure);
     done = true;
+  };
+  auto fail = [&](const beast::error_code& ec, std::string_view step) {
+    fail_with(R::failure(failure_text(socket_path, ec, step), errno_of(ec)));
   };
 
   local::endpoint endpoint;
@@ -144,16 +144,12 @@ result<control_answer> control_request(const std::filesystem::path& socket_path,
   socket.async_connect(endpoint, [&](beast::error_code ec) {
     if (ec) return fail(ec, "connect");
     if (auto why = not_roots_listener(socket_path, socket.native_handle())) {
-      failed = R::failure(std::move(*why));
-      done = true;
-      return;
+      return fail_with(R::failure(std::move(*why)));
     }
     asio::async_write(socket, asio::buffer(request), [&](beast::error_code, std::size_t) {
       // Read even when the write failed: a peer that answered before it read the request (a
-      // refusal) and closed is still to be heard.
-      // The head first: Beast 1.74's eager parse (http::async_read's) loses the body_limit error
-      // of a Content-Length over the limit (basic_parser.ipp: finish_header()'s error is not
-      // checked in put()) and reads the whole body; read_header stops there and reports it.
+      // refusal) and closed is still to be heard. The head first: Beast 1.74's http::async_read
+      // loses the body_limit error of a Content-Length over the limit and reads the whole body.
       http::async_read_header(socket, buffer, parser, [&](beast::error_code ec, std::size_t) {
         if (ec) return fail(ec, "read");
         http::async_read(socket, buffer, parser, [&](beast::error_code ec, std::size_t) {

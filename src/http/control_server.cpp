@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <variant>
 
@@ -50,11 +49,7 @@ class scoped_umask {
 
 [[noreturn]] void throw_at(const std::filesystem::path& path, const beast::error_code& ec,
                            std::string_view what) {
-  const bool errno_value = ec.category() == boost::system::system_category() ||
-                           ec.category() == boost::system::generic_category();
-  if (errno_value) throw_at(path, ec.value(), what);
-  throw std::system_error(std::error_code(ec),
-                          "control socket " + path.string() + ": " + std::string(what));
+  throw_listen_error(ec, "control socket " + path.string() + ": " + std::string(what));
 }
 
 // Whether a process listens on the socket at `path`. A connect() that does not block: a full
@@ -110,27 +105,18 @@ bool is_root(const http_peer& peer) {
 
 }  // namespace
 
-struct control_server::impl {
-  std::shared_ptr<http_listeners<local>> state;
-  std::filesystem::path path;
-  dev_t device = 0;  // of the socket listen() created, to remove only that one
-  ino_t inode = 0;
-};
-
 control_server::control_server(asio::io_context& io, http_answers answers, http_limits limits) {
   if (limits.max_connections == 0) limits.max_connections = kMaxControlConnections;
-  auto connections =
-      std::make_shared<http_connections>(io, limits, with_root_only_refusal(std::move(answers)));
-  auto state = std::make_shared<http_listeners<local>>(io, std::move(connections));
-  state->admits = is_root;
-  impl_ = std::make_unique<impl>();
-  impl_->state = std::move(state);
+  state_ = std::make_shared<http_listeners<local>>(
+      io,
+      std::make_shared<http_connections>(io, limits, with_root_only_refusal(std::move(answers))));
+  state_->admits = is_root;
 }
 
 control_server::~control_server() { stop(); }
 
 void control_server::listen(const std::filesystem::path& path) {
-  auto& state = *impl_->state;
+  auto& state = *state_;
   beast::error_code ec;
   local::endpoint endpoint;
   try {
@@ -158,33 +144,33 @@ void control_server::listen(const std::filesystem::path& path) {
     ::unlink(path.c_str());
     throw_at(path, ec, "listen");
   }
-  impl_->path = path;
-  impl_->device = st.st_dev;
-  impl_->inode = st.st_ino;
+  path_ = path;
+  device_ = st.st_dev;
+  inode_ = st.st_ino;
   state.connections->restart();
   state.endpoints.push_back(endpoint);
   state.listeners.push_back(l);
   state.accept(l);
 }
 
-const std::filesystem::path& control_server::path() const { return impl_->path; }
+const std::filesystem::path& control_server::path() const { return path_; }
 
 const http_request_counts& control_server::request_counts() const {
-  return impl_->state->connections->counts();
+  return state_->connections->counts();
 }
 
-std::uint64_t control_server::refused_peers() const { return impl_->state->refused; }
+std::uint64_t control_server::refused_peers() const { return state_->refused; }
 
 void control_server::stop() {
-  impl_->state->stop();
-  if (impl_->path.empty()) return;
+  state_->stop();
+  if (path_.empty()) return;
   struct stat st {};
   // Only our own socket: another instance may have replaced it since.
-  if (::lstat(impl_->path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) &&
-      st.st_dev == impl_->device && st.st_ino == impl_->inode) {
-    ::unlink(impl_->path.c_str());
+  if (::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == device_ &&
+      st.st_ino == inode_) {
+    ::unlink(path_.c_str());
   }
-  impl_->path.clear();
+  path_.clear();
 }
 
 }  // namespace shim

@@ -3,6 +3,7 @@
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -12,6 +13,9 @@
 #include "http/http_request_counts.hpp"
 
 namespace shim {
+
+template <typename Protocol>
+struct http_listeners;
 
 // The control socket (issue 23, item 1): the same HTTP/1.1 sessions as the readiness server
 // (bounded requests and answers, deadlines, eviction of the least recently active connection,
@@ -45,8 +49,10 @@ class control_server {
   void stop();
 
  private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
+  std::shared_ptr<http_listeners<boost::asio::local::stream_protocol>> state_;
+  std::filesystem::path path_;
+  dev_t device_ = 0;  // of the socket listen() created, to remove only that one
+  ino_t inode_ = 0;
 };
 
 }  // namespace shim

@@ -29,10 +29,8 @@ constexpr std::string_view kPrometheusText = "text/plain; version=0.0.4; charset
 // (k8s.io/apiserver/pkg/server/healthz/healthz.go, getExcludedChecks and handleRootHealth): an
 // excluded check is shown as "[+]NAME excluded: ok" and does not count; a name that matches no
 // check is ignored, and the body says so in a "warn:" line. Every other parameter is ignored. The
-// request is bounded (kMaxRequestBytes), and so is the list.
-// Distinct ?exclude names kept from one request: more than there are checks, and few enough that
-// a 4 KiB query of a thousand unknown names cannot make the answer or the parse grow with it
-// (fuzz_http_session's per-connection heap bound caught that; docs/benchmarks.md).
+// request is bounded (kMaxRequestBytes), and so is the list: more names than there are checks,
+// and few enough that a query of a thousand unknown names cannot make the answer grow with it.
 inline constexpr std::size_t kMaxExcluded = 16;
 
 struct readyz_query {
@@ -69,10 +67,9 @@ struct answer {
   std::string_view content_type = kTextPlain;
 };
 
-// The bytes Beast's serializer writes for the answer as an http::response, without building one:
-// per keep-alive /readyz callgrind counted Beast's serializer, building the message and
-// fmt::format_to each as a measurable cost over these appends (docs/benchmarks.md). HEAD gets the
-// GET answer's status and Content-Length and no body.
+// The bytes Beast's serializer writes for the answer as an http::response, without building one,
+// which costs each keep-alive /readyz (docs/benchmarks.md). HEAD gets the GET answer's status and
+// Content-Length and no body.
 void append_answer(std::string& out, const http_request& request, const answer& a) {
   const unsigned version = request.version();
   char digits[24];
@@ -187,7 +184,7 @@ void append_closing_answer(http::status code, std::string_view body, std::string
   append_answer(out, request, {code, std::string(body), content_type});
 }
 
-void append_refusal(http_request_counts& counts, http::status code, std::string& out) {
+void append_refusal(http::status code, http_request_counts& counts, std::string& out) {
   append_closing_answer(code, refusal_text(code), out);
   counts.add(http_handler::other, static_cast<unsigned>(code));
 }
@@ -209,8 +206,7 @@ http_answers readiness_answers(const shim_status& status, readyz_observer observ
             }
             return sent.keep_alive;
           },
-      .refuse = [](http::status code, http_request_counts& counts,
-                   std::string& out) { append_refusal(counts, code, out); },
+      .refuse = append_refusal,
   };
 }
 

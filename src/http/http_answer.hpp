@@ -7,7 +7,6 @@
 #include <string_view>
 
 #include "http/http_connections.hpp"
-#include "http/http_message.hpp"
 #include "http/http_request_counts.hpp"
 #include "readiness/shim_status.hpp"
 
@@ -32,7 +31,7 @@ void append_closing_answer(boost::beast::http::status code, std::string_view bod
 
 // The server's answer to a request it refuses before routing (malformed, too large, a body),
 // appended to `out`; the connection closes after it. Counted in `counts`, as handler "other".
-void append_refusal(http_request_counts& counts, boost::beast::http::status code, std::string& out);
+void append_refusal(boost::beast::http::status code, http_request_counts& counts, std::string& out);
 
 // The connections' answers from `status`, which must outlive them (a connection answers nothing
 // once the server has stopped).

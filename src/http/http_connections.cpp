@@ -19,11 +19,9 @@ void http_connections::close_all() {
   while (!open_.empty()) open_.front()->close();
 }
 
-// Asio (1.74's epoll_reactor) cancels a timer without disarming its timerfd, so the read deadline
-// of the connection that has just closed would still wake the idle process once: scripts/bench's
-// idle section saw that wake-up without this and none with it (docs/benchmarks.md). Scheduling a
-// timer that is the earliest makes Asio re-arm the timerfd to its longest wait (5 minutes, which
-// it keeps anyway).
+// Asio 1.74 cancels a timer without disarming its timerfd, so the read deadline of the connection
+// that has just closed would still wake the idle process once (docs/benchmarks.md). Scheduling a
+// timer that is the earliest makes Asio re-arm the timerfd to its longest wait (5 minutes).
 void http_connections::reset_timerfd() {
   timerfd_reset_.expires_after(std::chrono::minutes(5));
   timerfd_reset_.async_wait([](boost::beast::error_code) {});

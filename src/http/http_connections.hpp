@@ -1,19 +1,38 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/http/status.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <list>
 #include <string>
+#include <variant>
 
 #include "http/http_limits.hpp"
-#include "http/http_message.hpp"
-#include "http/http_peer.hpp"
 #include "http/http_request_counts.hpp"
+#include "http/request_head_parser.hpp"
 
 namespace shim {
+
+// Who is at the other end of a connection, as the kernel reported it when the connection was
+// accepted: read once per connection, never per request.
+struct tcp_peer {
+  boost::asio::ip::address address;  // from accept() itself: no getpeername() per connection
+  std::uint16_t port = 0;
+};
+
+// SO_PEERCRED: the credentials the peer had when it called connect().
+struct unix_peer {
+  uid_t uid = static_cast<uid_t>(-1);
+  pid_t pid = 0;
+};
+
+using http_peer = std::variant<tcp_peer, unix_peer>;
 
 // An open connection, as the table of connections closes it (eviction, stop).
 class http_connection {

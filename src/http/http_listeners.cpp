@@ -9,9 +9,11 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <cerrno>
 #include <chrono>
+#include <system_error>
 #include <utility>
 
 #include "http/http_session.hpp"
+#include "util/errno_error.hpp"
 
 namespace shim {
 
@@ -109,6 +111,14 @@ void http_listeners<Protocol>::stop() {
   listeners.clear();
   endpoints.clear();
   connections->close_all();
+}
+
+void throw_listen_error(const beast::error_code& ec, const std::string& what) {
+  if (ec.category() == boost::system::system_category() ||
+      ec.category() == boost::system::generic_category()) {
+    throw_errno(ec.value(), what);
+  }
+  throw std::system_error(std::error_code(ec), what);
 }
 
 template struct http_listeners<tcp>;

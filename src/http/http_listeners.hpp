@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "http/http_connections.hpp"
-#include "http/http_peer.hpp"
 #include "http/http_session.hpp"
 
 namespace shim {
@@ -52,5 +52,8 @@ struct http_listeners : std::enable_shared_from_this<http_listeners<Protocol>> {
   void on_accept(const std::shared_ptr<listener>& l, boost::beast::error_code ec,
                  typename session_type::socket_type socket);
 };
+
+// Throws `ec` as std::system_error saying `what`; an errno value stays comparable with std::errc.
+[[noreturn]] void throw_listen_error(const boost::beast::error_code& ec, const std::string& what);
 
 }  // namespace shim

@@ -25,9 +25,7 @@ namespace {
 constexpr std::chrono::milliseconds kLingerTimeout{2000};
 
 // The answer buffer a connection keeps between requests: a probe's answer, even ?verbose, fits;
-// a /metrics answer is several times that (and its string's capacity grows past it), so it is
-// given back once written (ReadinessServerTest.AnIdleConnectionDoesNotKeepAMetricsAnswer;
-// fuzz_http_session's heap bound found it, docs/benchmarks.md).
+// a /metrics answer is several times that, so it is given back once written.
 constexpr std::size_t kKeptAnswerCapacity = 2048;
 
 }  // namespace
@@ -70,8 +68,7 @@ void http_session<Protocol>::close() {
 
 // The connection closes when the deadline passes. Moving it later only updates deadline_: the
 // timer still fires at the earlier time and is then re-armed, so a request costs a clock read, not
-// a timer cancellation and a new wait around each read and write as with beast::tcp_stream's
-// expires_after(): the largest single saving callgrind showed (docs/benchmarks.md).
+// a timer cancellation and a new wait (docs/benchmarks.md).
 template <typename Protocol>
 void http_session<Protocol>::set_deadline(std::chrono::steady_clock::duration timeout) {
   deadline_ = std::chrono::steady_clock::now() + timeout;

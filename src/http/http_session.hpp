@@ -13,30 +13,25 @@
 #include <string>
 
 #include "http/http_connections.hpp"
-#include "http/http_peer.hpp"
 #include "http/request_head_parser.hpp"
 
 namespace shim {
 
 // One HTTP/1.1 connection: reads a request head, has it answered (http_answers), and goes on while
-// the client keeps the connection alive. A request is at most
-// max_request_bytes; one that announces a body is refused from its header, so Beast's body and
-// chunk parsers never run.
+// the client keeps the connection alive. A request is at most max_request_bytes; one that
+// announces a body is refused from its header, so Beast's body and chunk parsers never run. Its
+// deadline, executor and hand-written answer make it far cheaper per keep-alive /readyz than
+// Beast's plain session (docs/benchmarks.md).
 //
-// It takes far fewer instructions per keep-alive /readyz than Beast's plain session (tcp_stream,
-// http::async_read, http::async_write), from three changes whose comments say so: the deadline,
-// the executor and the hand-written answer (callgrind; the counts are in docs/benchmarks.md).
-//
-// A template on the socket's protocol, instantiated (http_session.cpp) for TCP (the readiness
-// server) and Unix stream sockets (the control socket): the same code for both, and no indirection
-// per read or write on the TCP path, as a generic::stream_protocol socket would have.
+// A template on the socket's protocol, instantiated for TCP (the readiness server) and Unix
+// stream sockets (the control socket): no indirection per read or write on the TCP path, as a
+// generic::stream_protocol socket would have.
 template <typename Protocol>
 class http_session final : public http_connection,
                            public std::enable_shared_from_this<http_session<Protocol>> {
  public:
-  // The io_context's own executor rather than any_io_executor, whose type-erased copies
-  // (any_executor_base's moves and destroys) were a visible part of each request in callgrind's
-  // profile of the plain session (docs/benchmarks.md).
+  // The io_context's own executor: any_io_executor's type-erased copies cost each request
+  // (docs/benchmarks.md).
   using socket_type =
       boost::asio::basic_stream_socket<Protocol, boost::asio::io_context::executor_type>;
   using timer_type =

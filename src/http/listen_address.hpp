@@ -1,6 +1,10 @@
 #pragma once
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstdint>
+#include <ranges>
 #include <string>
 #include <vector>
 
@@ -14,7 +18,14 @@ struct listen_address {
 };
 
 // "0.0.0.0:6080", "[::]:6080"; a list joined with commas.
-std::string format_listen_address(const listen_address& address);
-std::string format_listen_addresses(const std::vector<listen_address>& addresses);
+inline std::string format_listen_address(const listen_address& address) {
+  return address.host.find(':') == std::string::npos
+             ? fmt::format("{}:{}", address.host, address.port)
+             : fmt::format("[{}]:{}", address.host, address.port);
+}
+
+inline std::string format_listen_addresses(const std::vector<listen_address>& addresses) {
+  return fmt::to_string(fmt::join(addresses | std::views::transform(format_listen_address), ","));
+}
 
 }  // namespace shim

@@ -1,28 +1,15 @@
 #include "http/process_metrics.hpp"
 
-#include <charconv>
 #include <filesystem>
 #include <limits>
+#include <ranges>
 #include <vector>
 
+#include "util/ascii_digits.hpp"
 #include "util/small_file.hpp"
 
 namespace shim {
 namespace {
-
-// /proc/self/stat is about 300 bytes, /proc/self/limits 1.3 KiB; /proc/stat grows with the CPUs.
-std::optional<std::string> read_proc_file(const char* path) {
-  auto text = read_small_file(path, kMaxProcFileBytes);
-  if (!text) return std::nullopt;
-  return std::move(text.value());
-}
-
-std::optional<std::uint64_t> parse_number(std::string_view word) {
-  std::uint64_t value = 0;
-  const auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), value);
-  if (ec != std::errc() || ptr != word.data() + word.size()) return std::nullopt;
-  return value;
-}
 
 std::vector<std::string_view> words(std::string_view text) {
   std::vector<std::string_view> out;
@@ -63,7 +50,7 @@ std::optional<process_stat> parse_process_stat(std::string_view text) {
   constexpr std::size_t kFirst = 3;
   const auto field = [&](std::size_t n) -> std::optional<std::uint64_t> {
     if (n - kFirst >= fields.size()) return std::nullopt;
-    return parse_number(fields[n - kFirst]);
+    return parse_decimal<std::uint64_t>(fields[n - kFirst]);
   };
   const auto utime = field(14), stime = field(15), start = field(22), rss = field(24);
   if (!utime || !stime || !start || !rss) return std::nullopt;
@@ -72,13 +59,9 @@ std::optional<process_stat> parse_process_stat(std::string_view text) {
 }
 
 std::optional<std::uint64_t> parse_boot_time(std::string_view proc_stat) {
-  std::size_t at = 0;
-  while (at < proc_stat.size()) {
-    const auto end = proc_stat.find('\n', at);
-    const std::string_view line = proc_stat.substr(at, end - at);
-    if (line.starts_with("btime ")) return parse_number(line.substr(6));
-    if (end == std::string_view::npos) break;
-    at = end + 1;
+  for (const auto piece : std::views::split(proc_stat, '\n')) {
+    const std::string_view line(piece.begin(), piece.end());
+    if (line.starts_with("btime ")) return parse_decimal<std::uint64_t>(line.substr(6));
   }
   return std::nullopt;
 }
@@ -91,16 +74,16 @@ std::optional<std::uint64_t> parse_max_open_files(std::string_view limits) {
   const auto fields = words(limits.substr(at + kName.size(), end - at - kName.size()));
   if (fields.empty()) return std::nullopt;
   if (fields[0] == "unlimited") return std::numeric_limits<std::uint64_t>::max();
-  return parse_number(fields[0]);
+  return parse_decimal<std::uint64_t>(fields[0]);
 }
 
 process_figures read_process_figures() {
   process_figures out;
   const long ticks = ::sysconf(_SC_CLK_TCK);
-  const auto stat_text = read_proc_file("/proc/self/stat");
-  const auto stat = stat_text ? parse_process_stat(*stat_text) : std::nullopt;
-  const auto proc_stat = read_proc_file("/proc/stat");
-  const auto boot = proc_stat ? parse_boot_time(*proc_stat) : std::nullopt;
+  const auto stat_text = read_small_file("/proc/self/stat", kMaxProcFileBytes);
+  const auto stat = stat_text ? parse_process_stat(stat_text.value()) : std::nullopt;
+  const auto proc_stat = read_small_file("/proc/stat", kMaxProcFileBytes);
+  const auto boot = proc_stat ? parse_boot_time(proc_stat.value()) : std::nullopt;
   if (stat && ticks > 0) {
     const auto hz = static_cast<double>(ticks);
     out.cpu_seconds = static_cast<double>(stat->utime_ticks + stat->stime_ticks) / hz;
@@ -112,8 +95,8 @@ process_figures read_process_figures() {
         static_cast<double>(stat->rss_pages) * static_cast<double>(::sysconf(_SC_PAGESIZE));
   }
   out.open_fds = open_fds();
-  const auto limits = read_proc_file("/proc/self/limits");
-  if (const auto max = limits ? parse_max_open_files(*limits) : std::nullopt) {
+  const auto limits = read_small_file("/proc/self/limits", kMaxProcFileBytes);
+  if (const auto max = limits ? parse_max_open_files(limits.value()) : std::nullopt) {
     out.max_fds = static_cast<double>(*max);
   }
   return out;

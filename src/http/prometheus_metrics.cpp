@@ -15,18 +15,23 @@
 namespace shim {
 namespace {
 
+// A family's HELP and TYPE lines; its samples follow.
+void append_family(std::string& out, std::string_view name, std::string_view type,
+                   std::string_view help) {
+  fmt::format_to(std::back_inserter(out), "# HELP {0} {1}\n# TYPE {0} {2}\n", name, help, type);
+}
+
 void append_metric(std::string& out, std::string_view name, std::string_view type,
                    std::string_view help, double value) {
-  fmt::format_to(std::back_inserter(out), "# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help,
-                 type, value);
+  append_family(out, name, type, help);
+  fmt::format_to(std::back_inserter(out), "{} {}\n", name, value);
 }
 
 void append_upstream_metrics(std::string& out, const upstream_status& upstream) {
   constexpr std::string_view kDuration = "shutdown_shim_upstream_probe_duration_seconds";
-  fmt::format_to(std::back_inserter(out),
-                 "# HELP {0} How long each probe of the upstream /readyz took, to its answer, its "
-                 "failure or its timeout.\n# TYPE {0} histogram\n",
-                 kDuration);
+  append_family(out, kDuration, "histogram",
+                "How long each probe of the upstream /readyz took, to its answer, its failure or "
+                "its timeout.");
   const auto& bounds = upstream.bucket_bounds();
   const auto cumulative = upstream.cumulative_buckets();
   for (std::size_t i = 0; i < bounds.size(); ++i) {
@@ -36,10 +41,8 @@ void append_upstream_metrics(std::string& out, const upstream_status& upstream) 
   fmt::format_to(std::back_inserter(out),
                  "{0}_bucket{{le=\"+Inf\"}} {1}\n{0}_sum {2}\n{0}_count {1}\n", kDuration,
                  upstream.probes(), upstream.duration_sum_seconds());
-  out +=
-      "# HELP shutdown_shim_upstream_probe_failures_total Failed probes of the upstream /readyz, "
-      "by reason.\n"
-      "# TYPE shutdown_shim_upstream_probe_failures_total counter\n";
+  append_family(out, "shutdown_shim_upstream_probe_failures_total", "counter",
+                "Failed probes of the upstream /readyz, by reason.");
   for (const auto& [reason, count] : upstream.failures()) {
     fmt::format_to(std::back_inserter(out),
                    "shutdown_shim_upstream_probe_failures_total{{reason=\"{}\"}} {}\n", reason,
@@ -83,10 +86,9 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   const bool ready = std::all_of(checks.begin(), checks.end(), [](const auto& c) { return c.ok; });
   append_metric(out, "shutdown_shim_ready", "gauge", "Whether /readyz answers 200 (1) or 503 (0).",
                 ready ? 1 : 0);
-  out +=
-      "# HELP shutdown_shim_check Whether each readiness check passes (1) or fails (0), as "
-      "/readyz?verbose lists them.\n"
-      "# TYPE shutdown_shim_check gauge\n";
+  append_family(out, "shutdown_shim_check", "gauge",
+                "Whether each readiness check passes (1) or fails (0), as /readyz?verbose lists "
+                "them.");
   for (const auto& check : checks) {
     fmt::format_to(std::back_inserter(out), "shutdown_shim_check{{name=\"{}\"}} {}\n", check.name,
                    check.ok ? 1 : 0);
@@ -190,18 +192,15 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
             ? 1
             : 0);
   }
-  fmt::format_to(std::back_inserter(out),
-                 "# HELP shutdown_shim_signals_forwarded_total Signals sent to the target.\n"
-                 "# TYPE shutdown_shim_signals_forwarded_total counter\n"
-                 "shutdown_shim_signals_forwarded_total {}\n",
-                 status.target.signals_forwarded);
+  append_metric(out, "shutdown_shim_signals_forwarded_total", "counter",
+                "Signals sent to the target.",
+                static_cast<double>(status.target.signals_forwarded));
   append_metric(out, "shutdown_shim_log_lines_dropped_total", "counter",
                 "Log lines dropped because stderr could not take them (queue full or reader gone).",
                 static_cast<double>(status.log ? status.log->dropped_lines() : 0));
-  out +=
-      "# HELP shutdown_shim_events_total Lifecycle events since the start, by event (each is "
-      "logged, and written to --event-log when there is one).\n"
-      "# TYPE shutdown_shim_events_total counter\n";
+  append_family(out, "shutdown_shim_events_total", "counter",
+                "Lifecycle events since the start, by event (each is logged, and written to "
+                "--event-log when there is one).");
   for (std::size_t i = 0; i < kEvents.size(); ++i) {
     fmt::format_to(std::back_inserter(out), "shutdown_shim_events_total{{event=\"{}\"}} {}\n",
                    kEvents[i].name,
@@ -210,10 +209,9 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   append_metric(out, "shutdown_shim_event_records_failed_total", "counter",
                 "Event log records that could not be written (ENOSPC, EIO, ...).",
                 static_cast<double>(status.events ? status.events->failed_records() : 0));
-  out +=
-      "# HELP shutdown_shim_http_requests_total HTTP responses sent, by status code and handler "
-      "(the endpoint; other: an unknown path or a request refused before routing).\n"
-      "# TYPE shutdown_shim_http_requests_total counter\n";
+  append_family(out, "shutdown_shim_http_requests_total", "counter",
+                "HTTP responses sent, by status code and handler (the endpoint; other: an unknown "
+                "path or a request refused before routing).");
   for (const auto& [key, count] : counts.all()) {
     fmt::format_to(std::back_inserter(out),
                    "shutdown_shim_http_requests_total{{code=\"{}\",handler=\"{}\"}} {}\n",
@@ -222,12 +220,11 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
   if (status.upstream) append_upstream_metrics(out, *status.upstream);
   append_process_metrics(out);
   // Prometheus' own convention (prometheus_build_info): version and revision as labels.
+  append_family(out, "shutdown_shim_build_info", "gauge",
+                "The shim's version and the revision it was built from.");
   fmt::format_to(std::back_inserter(out),
-                 "# HELP shutdown_shim_build_info The shim's version and the revision it was built "
-                 "from.\n"
-                 "# TYPE shutdown_shim_build_info gauge\n"
-                 "shutdown_shim_build_info{{version=\"{}\",revision=\"{}\"}} 1\n",
-                 kVersion, kRevision);
+                 "shutdown_shim_build_info{{version=\"{}\",revision=\"{}\"}} 1\n", kVersion,
+                 kRevision);
   return out;
 }
 

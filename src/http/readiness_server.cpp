@@ -6,7 +6,6 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <string>
-#include <system_error>
 #include <utility>
 
 #include "http/http_answer.hpp"
@@ -19,60 +18,41 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 
-namespace {
-
-[[noreturn]] void throw_listen_error(const listen_address& address, const beast::error_code& ec) {
-  const std::string what = "listen on " + format_listen_address(address);
-  if (ec.category() == boost::system::system_category() ||
-      ec.category() == boost::system::generic_category()) {
-    // errno values: keep them comparable with std::errc.
-    throw std::system_error(ec.value(), std::system_category(), what);
-  }
-  throw std::system_error(std::error_code(ec), what);
-}
-
-}  // namespace
-
-struct readiness_server::impl {
-  std::shared_ptr<http_listeners<tcp>> state;
-};
-
 readiness_server::readiness_server(asio::io_context& io, const shim_status& status,
-                                   http_limits limits, readyz_observer observer) {
-  auto connections = std::make_shared<http_connections>(
-      io, limits, readiness_answers(status, std::move(observer)));
-  impl_ = std::make_unique<impl>(
-      impl{std::make_shared<http_listeners<tcp>>(io, std::move(connections))});
-}
+                                   http_limits limits, readyz_observer observer)
+    : state_(std::make_shared<http_listeners<tcp>>(
+          io, std::make_shared<http_connections>(
+                  io, limits, readiness_answers(status, std::move(observer))))) {}
 
 readiness_server::~readiness_server() { stop(); }
 
 void readiness_server::listen(const std::vector<listen_address>& addresses) {
-  auto& state = *impl_->state;
+  auto& state = *state_;
   // All or nothing: nothing is listening when one of the addresses fails.
   std::vector<std::shared_ptr<http_listeners<tcp>::listener>> opened;
   for (const auto& address : addresses) {
     beast::error_code ec;
+    const std::string where = "listen on " + format_listen_address(address);
     const auto ip = asio::ip::make_address(address.host, ec);
-    if (ec) throw_listen_error(address, ec);
+    if (ec) throw_listen_error(ec, where);
     const tcp::endpoint endpoint{ip, address.port};
     auto l = std::make_shared<http_listeners<tcp>::listener>(state.io);
     auto& acceptor = l->acceptor;
     acceptor.open(endpoint.protocol(), ec);
-    if (ec) throw_listen_error(address, ec);
+    if (ec) throw_listen_error(ec, where);
     // Not inherited by a child started in wrapper mode.
     ::fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
     acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-    if (ec) throw_listen_error(address, ec);
+    if (ec) throw_listen_error(ec, where);
     if (ip.is_v6()) {
       // So that 0.0.0.0:P and [::]:P can both be bound.
       acceptor.set_option(asio::ip::v6_only(true), ec);
-      if (ec) throw_listen_error(address, ec);
+      if (ec) throw_listen_error(ec, where);
     }
     acceptor.bind(endpoint, ec);
-    if (ec) throw_listen_error(address, ec);
+    if (ec) throw_listen_error(ec, where);
     acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) throw_listen_error(address, ec);
+    if (ec) throw_listen_error(ec, where);
     opened.push_back(std::move(l));
   }
   state.connections->restart();
@@ -89,12 +69,12 @@ void readiness_server::listen(const std::vector<listen_address>& addresses) {
   }
 }
 
-std::vector<tcp::endpoint> readiness_server::endpoints() const { return impl_->state->endpoints; }
+std::vector<tcp::endpoint> readiness_server::endpoints() const { return state_->endpoints; }
 
 const http_request_counts& readiness_server::request_counts() const {
-  return impl_->state->connections->counts();
+  return state_->connections->counts();
 }
 
-void readiness_server::stop() { impl_->state->stop(); }
+void readiness_server::stop() { state_->stop(); }
 
 }  // namespace shim

@@ -13,6 +13,9 @@
 
 namespace shim {
 
+template <typename Protocol>
+struct http_listeners;
+
 // GET/HEAD /readyz[?verbose], /livez, /healthz, /metrics over HTTP/1.1 with keep-alive. Async on
 // the io_context; a flood of idle, slow or hostile clients never delays the answer to a fresh
 // probe, and never makes the shim hold more than max_request_bytes per connection.
@@ -32,8 +35,7 @@ class readiness_server {
   void stop();
 
  private:
-  struct impl;
-  std::unique_ptr<impl> impl_;
+  std::shared_ptr<http_listeners<boost::asio::ip::tcp>> state_;
 };
 
 }  // namespace shim

@@ -1,21 +1,21 @@
 #pragma once
 
 #include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "http/http_message.hpp"
-
 namespace shim {
 
+// The requests the readiness server parses (it writes its answers without building a message).
+using http_request = boost::beast::http::request<boost::beast::http::string_body>;
+
 // Parses a request head into what the readiness server routes on: method, target, version and
-// keep-alive. The fields themselves are dropped as they are parsed. Beast's request_parser keeps
-// each one as a heap node of its own, far larger than a tiny line "a:\r\n": a 4 KiB head of them
-// held many times its own size, and held it for the linger after a 400
-// (ReadinessServerTest.AHeadOfManyTinyFieldsHoldsNoMoreThanItsBytes; fuzz_http_session found it;
-// docs/benchmarks.md).
-// basic_parser itself still reads Connection, Content-Length and Transfer-Encoding.
+// keep-alive. The fields themselves are dropped as they are parsed: Beast's request_parser keeps
+// each as a heap node far larger than a tiny line "a:\r\n" (docs/benchmarks.md). basic_parser
+// itself still reads Connection, Content-Length and Transfer-Encoding.
 class request_head_parser final : public boost::beast::http::basic_parser<true> {
  public:
   // What kubelet's probes send as User-Agent, and the one value of it a request keeps.

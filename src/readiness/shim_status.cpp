@@ -30,11 +30,9 @@ std::optional<bool> shim_status::lb_checks_shim(std::chrono::steady_clock::time_
 namespace {
 
 // Every detail shown in /readyz?verbose and STATUS= goes through one_line(): a D-Bus error text
-// can span lines, and one line per check is the format. The longest the shim writes itself, the
-// kubelet-shutdown line with every cut and fix (an OpenShift KubeletConfig among them) and a
-// 99-kubelet.conf that disagrees, is 1233 bytes with every number at its bound
-// (KubeletOutlook.TheLongestLineIsNotCut); a file's parse error or --ensure-inhibit-delay's outcome
-// (a path, or a D-Bus error) may run past the cap, and is cut there.
+// can span lines, and one line per check is the format. The cap is above the longest line the shim
+// writes itself (KubeletOutlook.TheLongestLineIsNotCut); a parse error or a D-Bus error may run
+// past it, and is cut there.
 constexpr std::size_t kMaxCheckDetail = 2048;
 // STATUS= as a whole: the drain or readiness, then each failed check.
 constexpr std::size_t kMaxStatusLine = 1024;

@@ -75,7 +75,7 @@ inline http_answers recording_answers(std::vector<asked>& log) {
             return false;
           },
       .refuse = [](http::status code, http_request_counts& counts,
-                   std::string& out) { append_refusal(counts, code, out); },
+                   std::string& out) { append_refusal(code, counts, out); },
   };
 }
 

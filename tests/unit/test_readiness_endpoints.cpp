@@ -201,7 +201,7 @@ TEST_F(HandleRequest, CountsResponsesByCode) {
   EXPECT_EQ(counts, expected);
   EXPECT_EQ(counts.count(200), 2u);
   std::string refusal;
-  append_refusal(counts, http::status::request_header_fields_too_large, refusal);
+  append_refusal(http::status::request_header_fields_too_large, counts, refusal);
   EXPECT_EQ(counts.count(h::other, 431), 1u) << "refused before routing: handler other";
 }
 
