@@ -3,11 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+
+#include "util/ascii_digits.hpp"
 
 namespace shim {
 namespace {
@@ -20,19 +21,12 @@ bool stderr_is_journal() {
   const std::string_view s(env);
   const auto colon = s.find(':');
   if (colon == std::string_view::npos) return false;
-  std::uint64_t dev = 0;
-  std::uint64_t ino = 0;
-  const auto dev_end = s.data() + colon;
-  const auto ino_end = s.data() + s.size();
-  auto r1 = std::from_chars(s.data(), dev_end, dev);
-  auto r2 = std::from_chars(dev_end + 1, ino_end, ino);
-  if (r1.ec != std::errc() || r1.ptr != dev_end || r2.ec != std::errc() || r2.ptr != ino_end) {
-    return false;
-  }
+  const auto dev = parse_decimal<std::uint64_t>(s.substr(0, colon));
+  const auto ino = parse_decimal<std::uint64_t>(s.substr(colon + 1));
   struct stat st {};
-  if (::fstat(STDERR_FILENO, &st) != 0) return false;
-  return static_cast<std::uint64_t>(st.st_dev) == dev &&
-         static_cast<std::uint64_t>(st.st_ino) == ino;
+  if (!dev || !ino || ::fstat(STDERR_FILENO, &st) != 0) return false;
+  return static_cast<std::uint64_t>(st.st_dev) == *dev &&
+         static_cast<std::uint64_t>(st.st_ino) == *ino;
 }
 
 }  // namespace

@@ -8,8 +8,6 @@ namespace {
 constexpr std::size_t kShortBootId = 8;
 constexpr std::size_t kMaxDetail = 200;
 
-std::string seconds_text(double s) { return fmt::format("{:.3f}", s); }
-
 }  // namespace
 
 std::string previous_shutdown::summary() const {
@@ -35,7 +33,7 @@ log_fields previous_shutdown::fields() const {
                {"trigger", trigger},
                {"detail", detail}};
   const auto add = [&f](const char* name, const std::optional<double>& s) {
-    if (s) f.emplace_back(name, seconds_text(*s));
+    if (s) f.emplace_back(name, fmt::format("{:.3f}", *s));
   };
   add("hold_seconds", hold);
   add("records_span_seconds", records_span);

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 #include <strings.h>
 
-#include <charconv>
+#include "util/ascii_digits.hpp"
 
 namespace shim {
 
@@ -85,12 +85,11 @@ result<upstream_url> parse_upstream_url(std::string_view text) {
   if (port.empty()) {
     url.port = url.tls ? 443 : 80;
   } else {
-    unsigned number = 0;
-    const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), number);
-    if (error != std::errc() || end != port.data() + port.size() || number < 1 || number > 65535) {
+    const auto number = parse_decimal<std::uint16_t>(port);
+    if (!number || *number == 0) {
       return parsed::failure(fmt::format("port {:?} is not in 1..65535", port));
     }
-    url.port = static_cast<std::uint16_t>(number);
+    url.port = *number;
   }
   return parsed::success(std::move(url));
 }
