@@ -61,8 +61,7 @@ struct config {
 inline constexpr std::string_view kDefaultStateDir = "/run/shutdown-shim";
 
 // The longest any duration flag may be. A hold of more than a day is a typo, not a plan, and the
-// bound keeps every sum of flag durations far from overflow: --drain-delay=2562047h47m16s once
-// wrapped around and ended the hold almost at once (issue 8, item 9; docs/benchmarks.md).
+// bound keeps every sum of flag durations far from overflow (issue 8, item 9).
 inline constexpr std::chrono::hours kMaxFlagDuration{24};
 
 // Where the record of signalled processes and the control socket are: --state-dir, else systemd's

@@ -98,11 +98,11 @@ void shutdown_shim::carry_out(const seq::action& a) {
     case kind::forward_signal:
       return target_.forward_signal();
     case kind::count_kubelet_signal:
-      return target_.leave_signal_to_kubelet(status_.handoff_to_kubelet());
+      return target_.forward_signal(status_.handoff_to_kubelet());
     case kind::signal_restarted:
       return target_.signal_restarted();
     case kind::leave_restarted_to_kubelet:
-      return target_.leave_restarted_to_kubelet(status_.handoff_to_kubelet());
+      return target_.signal_restarted(status_.handoff_to_kubelet());
     case kind::watch_target:
       return target_.look_for_target();
     case kind::arm_timer:

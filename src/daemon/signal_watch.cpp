@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <iterator>
 #include <utility>
 
 namespace shim {
@@ -14,10 +13,6 @@ namespace {
 // container's init does.
 constexpr int kPassedOn[] = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGPWR, SIGWINCH};
 constexpr int kOwnSignals[] = {SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGSYS};
-
-bool own_signal(int signal) {
-  return std::find(std::begin(kOwnSignals), std::end(kOwnSignals), signal) != std::end(kOwnSignals);
-}
 
 }  // namespace
 
@@ -53,7 +48,7 @@ void signal_watch::wait_for_triggers() {
 void signal_watch::wait_for_strays() {
   strays_.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (ec) return;
-    on_.stray_signal(signal, own_signal(signal));
+    on_.stray_signal(signal, std::ranges::count(kOwnSignals, signal) > 0);
     wait_for_strays();
   });
 }

@@ -1,7 +1,6 @@
 #include "process/child_process.hpp"
 
 #include <fcntl.h>
-#include <fmt/format.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -13,6 +12,7 @@
 #include <utility>
 
 #include "util/errno_error.hpp"
+#include "util/process_handle.hpp"
 
 namespace shim {
 namespace {
@@ -139,11 +139,7 @@ child_process::~child_process() = default;
 
 result<bool> child_process::send_signal(int signal) {
   if (exit_code_ || !pidfd_.is_open()) return result<bool>::success(false);
-  if (::syscall(SYS_pidfd_send_signal, pidfd_.native_handle(), signal, nullptr, 0) == 0) {
-    return result<bool>::success(true);
-  }
-  if (errno == ESRCH) return result<bool>::success(false);
-  return result<bool>::errno_failure(errno, fmt::format("send signal {} to PID {}", signal, pid_));
+  return process_handle::send_signal_through(pidfd_.native_handle(), pid_, signal);
 }
 
 void child_process::on_exit(std::function<void(int exit_code)> handler) {

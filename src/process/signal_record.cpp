@@ -121,11 +121,9 @@ result<> signal_record::save(const shutdown_record& record) const {
                         s.process.pid, s.process.start_time, s.signalled_us, s.signal);
   }
   try {
-    // Saved on the loop, between the shutdown's cue and the first 503, and again before the signal,
-    // so no fsync: where /run is on a disk, two fsyncs each held /readyz's flip back
-    // (scripts/bench, PrepareForShutdown -> first 503; docs/benchmarks.md). The record guards
-    // against a restart of the shim, not of the machine: after a reboot its boot_id no longer
-    // matches and it is ignored.
+    // No fsync: saved on the loop before the first 503, where fsyncs held /readyz's flip back
+    // (docs/benchmarks.md). It guards against a restart of the shim, not of the machine: after a
+    // reboot its boot_id no longer matches.
     write_file_atomically(file_, text, durability::process_crash);
   } catch (const std::system_error& e) {
     return result<>::failure(e.what());

@@ -170,10 +170,7 @@ resolved_target resolve_name(const std::string& proc_root, const std::string& na
     const auto pid = parse_pid(entry->d_name);
     if (!pid || !forbidden_target(*pid).empty()) continue;
     // Any of these reads fails when the process exits meanwhile: it is simply not a match.
-    auto comm = read_proc_file(proc_path(proc_root, *pid, "comm"));
-    if (!comm) continue;
-    if (!comm->empty() && comm->back() == '\n') comm->pop_back();
-    if (*comm != comm_wanted) continue;
+    if (process_name(*pid, proc_root) != comm_wanted) continue;
     // A zombie (or a dead task about to vanish) cannot react to a signal any more.
     const auto state = process_state(proc_root, *pid);
     if (!state || *state == 'Z' || *state == 'X') continue;
@@ -198,6 +195,12 @@ resolved_target resolve_target(const target_spec& spec, const std::string& proc_
   if (spec.wrapper())
     return resolved_target::failure("wrapper mode: the target is the shim's own child");
   return resolved_target::failure("no target configured");
+}
+
+std::optional<std::string> process_name(pid_t pid, const std::string& proc_root) {
+  auto comm = read_proc_file(proc_path(proc_root, pid, "comm"));
+  if (comm && !comm->empty() && comm->back() == '\n') comm->pop_back();
+  return comm;
 }
 
 std::optional<std::vector<std::string>> read_command_line(pid_t pid, const std::string& proc_root) {

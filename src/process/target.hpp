@@ -20,6 +20,9 @@ namespace shim {
 using resolved_target = result<std::vector<pid_t>>;
 resolved_target resolve_target(const target_spec& spec, const std::string& proc_root = "/proc");
 
+// A process's name, /proc/PID/comm without its newline ("kube-apiserver"); nullopt when it is gone.
+std::optional<std::string> process_name(pid_t pid, const std::string& proc_root = "/proc");
+
 // A process's command line, /proc/PID/cmdline's NUL-separated words; nullopt when it is gone (a
 // zombie's is empty).
 std::optional<std::vector<std::string>> read_command_line(pid_t pid,

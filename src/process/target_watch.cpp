@@ -9,7 +9,6 @@
 
 #include "log/event_loop.hpp"
 #include "util/signal_names.hpp"
-#include "util/small_file.hpp"
 
 namespace shim {
 
@@ -20,15 +19,6 @@ using clock = shutdown_sequence::clock;
 std::int64_t monotonic_us(shutdown_sequence::time_point t) {
   // steady_clock is CLOCK_MONOTONIC, the clock of the event log's monotonic_us.
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-}
-
-// A process's name for the target check's lines ("kube-apiserver"); empty when it is gone.
-std::string process_name(pid_t pid) {
-  auto comm = read_small_file(fmt::format("/proc/{}/comm", pid), kMaxProcFileBytes);
-  if (!comm) return {};
-  std::string& name = comm.value();
-  if (!name.empty() && name.back() == '\n') name.pop_back();
-  return std::move(name);
 }
 
 // A wrapped child's exit code (the shell convention: 128 + signal when killed) in words.
@@ -180,21 +170,13 @@ void target_watch::save_record() {
   }
 }
 
-void target_watch::forward_signal() {
-  if (child_) return signal_child();
-  signal_attached(nullptr, signal_scope::owed);
+void target_watch::forward_signal(const std::optional<kubelet_handoff>& kubelet) {
+  if (child_ && !kubelet) return signal_child();
+  signal_attached(kubelet, signal_scope::owed);
 }
 
-void target_watch::leave_signal_to_kubelet(const kubelet_handoff& kubelet) {
-  signal_attached(&kubelet, signal_scope::owed);
-}
-
-void target_watch::signal_restarted() {
-  if (attach()) signal_attached(nullptr, signal_scope::new_only);
-}
-
-void target_watch::leave_restarted_to_kubelet(const kubelet_handoff& kubelet) {
-  if (attach()) signal_attached(&kubelet, signal_scope::new_only);
+void target_watch::signal_restarted(const std::optional<kubelet_handoff>& kubelet) {
+  if (attach()) signal_attached(kubelet, signal_scope::new_only);
 }
 
 void target_watch::signal_child() {
@@ -222,8 +204,9 @@ void target_watch::signal_child() {
 // kubelet gets the shim's one signal (kubelet went first) and is the shim's in the record from then
 // on, so that a restart after it sends none. signal_scope::new_only reaches only processes the
 // record does not know: restarted during the hold (TargetRestarted).
-void target_watch::signal_attached(const kubelet_handoff* kubelet, signal_scope scope) {
-  const bool by_kubelet = kubelet != nullptr;
+void target_watch::signal_attached(const std::optional<kubelet_handoff>& kubelet,
+                                   signal_scope scope) {
+  const bool by_kubelet = kubelet.has_value();
   const bool restarted = scope == signal_scope::new_only;
   const std::string sig = signal_name(settings_.signal);
   const auto found = resolve_target(settings_.target);
@@ -396,7 +379,7 @@ result<> target_watch::watch_present(process_handle process) {
   // watch fires at once, taking this entry away.
   const auto identity = identify_process(pid);
   if (!identity) return result<>::success();
-  present_[pid] = {*identity, process_name(pid)};
+  present_[pid] = {*identity, process_name(pid).value_or("")};
   return watcher_.watch(std::move(process), [this](pid_t gone) { on_present_exit(gone); });
 }
 

@@ -75,15 +75,13 @@ class target_watch {
   void remember_shutdown(shutdown_sequence::time_point unready_at, const std::string& cause);
   void forget_shutdown();
 
-  // The shim's one signal to the target (forward_signal), or none sent and kubelet's counted as
-  // the one (count_kubelet_signal).
-  void forward_signal();
-  void leave_signal_to_kubelet(const kubelet_handoff& kubelet);
+  // The shim's one signal to the target (forward_signal), or with kubelet none sent and kubelet's
+  // counted as the one (count_kubelet_signal).
+  void forward_signal(const std::optional<kubelet_handoff>& kubelet = std::nullopt);
   // Target processes this shutdown has not met yet (kubelet restarted kube-apiserver): the shim's
-  // one signal to them, or theirs left to kubelet. One that had the signal, or was left to
-  // kubelet, is never signalled again.
-  void signal_restarted();
-  void leave_restarted_to_kubelet(const kubelet_handoff& kubelet);
+  // one signal to them, or with kubelet theirs left to kubelet. One that had the signal, or was
+  // left to kubelet, is never signalled again.
+  void signal_restarted(const std::optional<kubelet_handoff>& kubelet = std::nullopt);
   // The sequence asks for a target again (watch_target), or settled out of a drain.
   void look_for_target();
   void settled();
@@ -105,8 +103,7 @@ class target_watch {
   bool looking() const;
   bool target_counts() const;
   void signal_child();
-  // kubelet: when kubelet sends it (none: the shim does).
-  void signal_attached(const kubelet_handoff* kubelet, signal_scope scope);
+  void signal_attached(const std::optional<kubelet_handoff>& kubelet, signal_scope scope);
   void read_command_line(pid_t pid);
   result<> watch_signalled(process_handle process);
   void arm_search(backoff::duration delay);
@@ -145,8 +142,7 @@ class target_watch {
   backoff backoff_{std::chrono::milliseconds(100), std::chrono::seconds(5)};
   // During a hold, once the target has exited, kubelet starts it again within about a second, and
   // the new one must have its signal before it serves: the search is capped tighter there, for at
-  // most the hold's bound. At the 5 s cap the e2e once found a restarted stand-in 1.53 s after it
-  // started, time enough to serve the connections HAProxy retried to it.
+  // most the hold's bound.
   backoff hold_backoff_{std::chrono::milliseconds(100), std::chrono::milliseconds(250)};
 };
 

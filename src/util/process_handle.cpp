@@ -20,12 +20,12 @@ result<std::optional<process_handle>> process_handle::open(pid_t pid) {
   return opened::success(process_handle(pid, unique_fd(static_cast<int>(fd))));
 }
 
-result<bool> process_handle::send_signal(int signal) const {
-  if (::syscall(SYS_pidfd_send_signal, fd_.get(), signal, nullptr, 0) == 0) {
+result<bool> process_handle::send_signal_through(int pidfd, pid_t pid, int signal) {
+  if (::syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0) == 0) {
     return result<bool>::success(true);
   }
   if (errno == ESRCH) return result<bool>::success(false);
-  return result<bool>::errno_failure(errno, fmt::format("send signal {} to PID {}", signal, pid_));
+  return result<bool>::errno_failure(errno, fmt::format("send signal {} to PID {}", signal, pid));
 }
 
 }  // namespace shim

@@ -21,8 +21,12 @@ class process_handle {
   int fd() const { return fd_.get(); }
   unique_fd release_fd() { return std::move(fd_); }
 
-  // false when the process has already exited; a failure on other errors (EINVAL, EPERM).
-  result<bool> send_signal(int signal) const;
+  result<bool> send_signal(int signal) const {
+    return send_signal_through(fd_.get(), pid_, signal);
+  }
+  // pidfd_send_signal: false when the process has already exited; a failure on other errors
+  // (EINVAL, EPERM).
+  static result<bool> send_signal_through(int pidfd, pid_t pid, int signal);
 
  private:
   pid_t pid_;

@@ -6,11 +6,9 @@
 
 namespace shim {
 
-// Sums and products that stop at the type's limits instead of overflowing. Time values reach the
-// shim from outside: logind's uint64 microseconds run up to "infinity" (UINT64_MAX), and an
-// unsigned sum that wraps turned such a value into a few seconds, a signed one is undefined (UBSan
-// found one in chrono, issue 8 item 9). At the limit, max() reads as "never" or "infinity", which
-// is the safe side for a hold: a sum that saturates can only be too long, never too short.
+// Sums and products that stop at the type's limits instead of overflowing: time values reach the
+// shim from outside (logind's "infinity" is UINT64_MAX), and a sum that wraps turns one into a few
+// seconds (issue 8 item 9). max() reads as "never": a saturated hold is too long, never too short.
 
 template <std::integral T>
 constexpr T saturating_add(T a, T b) {

@@ -157,7 +157,7 @@ TEST(TargetWatch, LeftToKubeletSendsNoneThenTheShimsOneWhenKubeletGoes) {
   auto target = test_child::counting(name);
   watch_run run(name, state.path());
   run.watch->remember_shutdown(shutdown_sequence::clock::now(), "PrepareForShutdown(true)");
-  run.watch->leave_signal_to_kubelet(run.status.handoff_to_kubelet());
+  run.watch->forward_signal(run.status.handoff_to_kubelet());
   EXPECT_EQ(target->sigterms_so_far(), 0);
   EXPECT_EQ(run.records("SignalLeftToKubelet").size(), 1u);
   EXPECT_EQ(run.status.target.signals_forwarded, 0u);
