@@ -25,7 +25,8 @@ namespace {
 constexpr std::chrono::milliseconds kLingerTimeout{2000};
 
 // The answer buffer a connection keeps between requests: a probe's answer, even ?verbose, fits;
-// a /metrics answer is several times that, so it is given back once written.
+// a /metrics answer is several times that, so it is given back once written
+// (ReadinessServerTest.AnIdleConnectionDoesNotKeepAMetricsAnswer).
 constexpr std::size_t kKeptAnswerCapacity = 2048;
 
 }  // namespace

@@ -14,8 +14,9 @@ using http_request = boost::beast::http::request<boost::beast::http::string_body
 
 // Parses a request head into what the readiness server routes on: method, target, version and
 // keep-alive. The fields themselves are dropped as they are parsed: Beast's request_parser keeps
-// each as a heap node far larger than a tiny line "a:\r\n" (docs/benchmarks.md). basic_parser
-// itself still reads Connection, Content-Length and Transfer-Encoding.
+// each as a heap node far larger than a tiny line "a:\r\n"
+// (ReadinessServerTest.AHeadOfManyTinyFieldsHoldsNoMoreThanItsBytes). basic_parser itself still
+// reads Connection, Content-Length and Transfer-Encoding.
 class request_head_parser final : public boost::beast::http::basic_parser<true> {
  public:
   // What kubelet's probes send as User-Agent, and the one value of it a request keeps.

@@ -46,7 +46,7 @@ class bus_link {
   std::shared_ptr<bus_connection> bus_;
   boost::asio::steady_timer retry_timer_;
   // Capped at 5 s: once the bus is back the lock follows within that, and a failed connect() every
-  // few seconds costs nothing.
+  // few seconds costs nothing; a 30 s cap left the lock late in the faults suite.
   backoff backoff_{std::chrono::milliseconds(200), std::chrono::seconds(5)};
   std::chrono::steady_clock::time_point opened_at_;
 };

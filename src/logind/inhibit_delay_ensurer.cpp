@@ -30,7 +30,7 @@ void inhibit_delay_ensurer::start(std::uint64_t current_usec) {
   const auto planned = plan_inhibit_delay(paths_, hold_);
   // Long enough for the hold is not enough when our own drop-in is what cuts a larger value that
   // another file sets: the vendor copy (150 s) sorts after kubelet's 99-kubelet.conf and would
-  // cut kubelet's graceful node shutdown short.
+  // cut kubelet's graceful node shutdown short (system case kubelet-dropin).
   const bool lowers = planned && planned.value().shim_dropin_lowers;
   if (!inhibit_delay_too_short(current_usec, hold_) && !lowers) {
     progress(fmt::format("long enough already ({}); nothing written", describe_usec(current_usec)));

@@ -40,7 +40,8 @@ namespace shim {
 // regular files only, bounded) and handed to OpenSSL from memory, never by path, so that no file
 // can block the loop. They are read again whenever their files change (tokens and certificates
 // rotate); a file that fails to load is not read again until it changes, its error standing for
-// every probe meanwhile (parsed at every probe, a huge one slowed /readyz: docs/benchmarks.md).
+// every probe meanwhile (parsed at every probe, a huge one slowed /readyz:
+// UpstreamProbe.UnusableCaFileIsNotReadAgainUntilItChanges).
 // A missing file fails each probe: on a node being installed it may appear later.
 //
 // The answer is read in two steps, the header first: a Content-Length or header block beyond the
