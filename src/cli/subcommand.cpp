@@ -1,19 +1,20 @@
 #include "cli/subcommand.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <ranges>
 #include <vector>
 
 #include "config/config.hpp"
 #include "config/flag_readers.hpp"
 #include "config/flag_spec.hpp"
 #include "config/usage_error.hpp"
+#include "util/joined.hpp"
 
 namespace shim {
 namespace {
+
+std::string_view command_name(const subcommand& command) { return command.name; }
 
 bool ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
@@ -72,8 +73,7 @@ const subcommand& subcommand_named(std::string_view word, std::span<const subcom
                                   quoted(nearest->name), kWrap));
   }
   throw usage_error(fmt::format("unknown command {}; the commands are {} ({})", quoted(word),
-                                fmt::join(std::views::transform(commands, &subcommand::name), ", "),
-                                kWrap));
+                                joined(commands, ", ", command_name), kWrap));
 }
 
 std::string commands_help(std::span<const subcommand> commands) {
@@ -97,8 +97,7 @@ std::string usage_text(std::span<const subcommand> commands) {
       "{}"
       "\n"
       "{}",
-      fmt::join(std::views::transform(commands, &subcommand::name), "|"), commands_help(commands),
-      daemon_flags_help());
+      joined(commands, "|", command_name), commands_help(commands), daemon_flags_help());
 }
 
 }  // namespace shim

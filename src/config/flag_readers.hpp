@@ -1,17 +1,16 @@
 #pragma once
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <sys/types.h>
 
 #include <array>
 #include <chrono>
-#include <ranges>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "http/listen_address.hpp"
+#include "util/joined.hpp"
 
 namespace shim {
 
@@ -59,8 +58,9 @@ Enum choice_flag(std::string_view flag, std::string_view value,
   for (const auto& [name, e] : choices) {
     if (name == value) return e;
   }
-  bad_value(flag, fmt::format("{} is not one of {}", quoted(value),
-                              fmt::join(std::views::keys(choices), ", ")));
+  bad_value(flag,
+            fmt::format("{} is not one of {}", quoted(value),
+                        joined(choices, ", ", [](const auto& choice) { return choice.first; })));
 }
 
 }  // namespace shim

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 namespace shim {
@@ -48,7 +49,8 @@ void signal_watch::wait_for_triggers() {
 void signal_watch::wait_for_strays() {
   strays_.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (ec) return;
-    on_.stray_signal(signal, std::ranges::count(kOwnSignals, signal) > 0);
+    on_.stray_signal(signal,
+                     std::count(std::begin(kOwnSignals), std::end(kOwnSignals), signal) > 0);
     wait_for_strays();
   });
 }

@@ -1,12 +1,12 @@
 #pragma once
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <cstdint>
-#include <ranges>
 #include <string>
 #include <vector>
+
+#include "util/joined.hpp"
 
 namespace shim {
 
@@ -25,7 +25,7 @@ inline std::string format_listen_address(const listen_address& address) {
 }
 
 inline std::string format_listen_addresses(const std::vector<listen_address>& addresses) {
-  return fmt::to_string(fmt::join(addresses | std::views::transform(format_listen_address), ","));
+  return joined(addresses, ",", format_listen_address);
 }
 
 }  // namespace shim

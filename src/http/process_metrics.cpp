@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <limits>
-#include <ranges>
 #include <vector>
 
 #include "util/ascii_digits.hpp"
@@ -59,9 +58,12 @@ std::optional<process_stat> parse_process_stat(std::string_view text) {
 }
 
 std::optional<std::uint64_t> parse_boot_time(std::string_view proc_stat) {
-  for (const auto piece : std::views::split(proc_stat, '\n')) {
-    const std::string_view line(piece.begin(), piece.end());
+  for (std::size_t at = 0; at < proc_stat.size();) {
+    const auto end = proc_stat.find('\n', at);
+    const std::string_view line = proc_stat.substr(at, end - at);
     if (line.starts_with("btime ")) return parse_decimal<std::uint64_t>(line.substr(6));
+    if (end == std::string_view::npos) break;
+    at = end + 1;
   }
   return std::nullopt;
 }
