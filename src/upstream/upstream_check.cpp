@@ -2,28 +2,12 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <chrono>
-#include <cstddef>
 #include <utility>
 
 #include "upstream/upstream_probe.hpp"
 
 namespace shim {
-namespace {
-
-constexpr std::array<std::string_view, 9> kFailureNames{
-    "none", "timeout", "refused", "connect", "tls", "status", "protocol", "oversize", "config"};
-static_assert(kFailureNames.size() == static_cast<std::size_t>(probe_failure::config) + 1,
-              "one name per probe_failure, in the same order");
-
-}  // namespace
-
-std::string_view to_string(probe_failure f) { return kFailureNames[static_cast<std::size_t>(f)]; }
-
-std::span<const std::string_view> probe_failure_reasons() {
-  return std::span(kFailureNames).subspan(1);
-}
 
 upstream_check::upstream_check(boost::asio::io_context& io, const upstream_settings& settings,
                                logger& log, event_recorder& events,
@@ -38,8 +22,7 @@ upstream_check::upstream_check(const upstream_settings& settings, logger& log,
                                handlers h, const make_probe& make)
     : log_(log),
       events_(events),
-      row_(row.emplace(settings.url.text(), settings.fall, settings.rise, settings.timeout,
-                       probe_failure_reasons())),
+      row_(row.emplace(settings.url.text(), settings.fall, settings.rise, settings.timeout)),
       handlers_(std::move(h)) {
   if (settings.insecure_skip_verify) {
     log_.warning(
@@ -76,10 +59,7 @@ void upstream_check::probed(const probe_outcome& outcome) {
                  {{"url", row_.url()}, {"error", problem}});
   }
   problem_ = problem;
-  const bool changed = row_.record(
-      {.pass = outcome.pass(), .error = outcome.error, .at = std::chrono::system_clock::now()},
-      to_string(outcome.failure), outcome.duration);
-  if (!changed) return;
+  if (!row_.record(outcome, std::chrono::system_clock::now())) return;
   if (row_.passed()) {
     events_.record(
         event_kind::UpstreamPassed, "rise",

@@ -1,13 +1,10 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
-#include <string_view>
 
 #include "log/event_recorder.hpp"
 #include "log/logger.hpp"
@@ -15,32 +12,6 @@
 #include "upstream/upstream_status.hpp"
 
 namespace shim {
-
-// Why a probe failed, as a bounded set (a metric label) and one line of text. oversize: the
-// answer's header block, or the body it announces or sends, is beyond the probe's bounds.
-enum class probe_failure {
-  none,
-  timeout,
-  refused,
-  connect,
-  tls,
-  status,
-  protocol,
-  oversize,
-  config
-};
-std::string_view to_string(probe_failure f);
-// Every reason a probe can fail for (all but none), in the enum's order: the metric's labels.
-std::span<const std::string_view> probe_failure_reasons();
-
-struct probe_outcome {
-  probe_failure failure = probe_failure::none;
-  std::string
-      error;  // one line: "status 500", "timeout after 1s", "certificate verify failed: ..."
-  unsigned status = 0;
-  std::chrono::nanoseconds duration{0};
-  bool pass() const { return failure == probe_failure::none; }
-};
 
 // The upstream check (--upstream-readyz): the probe of kube-apiserver's own /readyz and all that
 // follows from its outcomes. Each outcome goes from here into the check's row of the status table

@@ -10,6 +10,32 @@
 
 namespace shim {
 
+// Why a probe failed, as a bounded set (a metric label) and one line of text. oversize: the
+// answer's header block, or the body it announces or sends, is beyond the probe's bounds.
+enum class probe_failure {
+  none,
+  timeout,
+  refused,
+  connect,
+  tls,
+  status,
+  protocol,
+  oversize,
+  config
+};
+std::string_view to_string(probe_failure f);
+// Every reason a probe can fail for (all but none), in the enum's order: the metric's labels.
+std::span<const std::string_view> probe_failure_reasons();
+
+struct probe_outcome {
+  probe_failure failure = probe_failure::none;
+  // One line: "status 500", "timeout after 1s", "certificate verify failed: ..."
+  std::string error = {};
+  unsigned status = 0;
+  std::chrono::nanoseconds duration{0};
+  bool pass() const { return failure == probe_failure::none; }
+};
+
 // The upstream check as /readyz, /metrics and STATUS= show it: the hysteresis over the probes'
 // outcomes, and the probes' statistics. The daemon writes it from each probe's outcome; it has no
 // I/O of its own.
@@ -21,20 +47,13 @@ namespace shim {
 class upstream_status {
  public:
   using time_point = std::chrono::system_clock::time_point;
-  struct outcome {
-    bool pass = false;
-    std::string error = {};  // one line, when !pass: "status 500", "timeout after 1s", ...
-    time_point at{};
-  };
 
-  // reasons: every failure reason a probe can give (the metric's labels, shown from the start at
-  // 0, as Prometheus' guidelines ask of labels known in advance).
-  upstream_status(std::string url, unsigned fall, unsigned rise, std::chrono::nanoseconds timeout,
-                  std::span<const std::string_view> reasons);
+  // Every failure reason is a label from the start, at 0, as Prometheus' guidelines ask of labels
+  // known in advance.
+  upstream_status(std::string url, unsigned fall, unsigned rise, std::chrono::nanoseconds timeout);
 
-  // Counts one probe; true when the check changed state. reason: one of `reasons`, ignored for a
-  // pass.
-  bool record(const outcome& o, std::string_view reason, std::chrono::nanoseconds duration);
+  // Counts one probe, delivered at `at`; true when the check changed state.
+  bool record(const probe_outcome& o, time_point at);
 
   // Probing stops for a drain; after a cancel it starts again from failed (see shutdown_shim).
   void pause() { paused_ = true; }
@@ -63,7 +82,8 @@ class upstream_status {
     bool probed = false;
     unsigned failures = 0;
     unsigned passes = 0;
-    outcome last_failure;
+    std::string last_error;
+    time_point last_failure_at{};
   };
 
   std::string url_;

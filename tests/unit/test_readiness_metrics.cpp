@@ -236,11 +236,12 @@ TEST(RenderMetrics, PassesPromtool) {
   auto status = ready_status();
   status.logind.delay_max_usec = 5'000'000;
   status.target = {true, false, "kube-apiserver (pid 812) exited at 2023-11-14T22:13:20Z"};
-  status.upstream.emplace("https://127.0.0.1:6443/readyz", 3, 1, 1s,
-                          std::vector<std::string_view>{"timeout", "refused", "status"});
-  status.upstream->record({.pass = true}, "", 2ms);
-  status.upstream->record({.pass = false, .error = "status 500"}, "status", 40ms);
-  status.upstream->record({.pass = false, .error = "timeout after 1s"}, "timeout", 1s);
+  status.upstream.emplace("https://127.0.0.1:6443/readyz", 3, 1, 1s);
+  status.upstream->record({.duration = 2ms}, {});
+  status.upstream->record(
+      {.failure = probe_failure::status, .error = "status 500", .duration = 40ms}, {});
+  status.upstream->record(
+      {.failure = probe_failure::timeout, .error = "timeout after 1s", .duration = 1s}, {});
   const std::string text = render_metrics(status, counts);
   const auto [code, output] = promtool_check(promtool, text);
   EXPECT_EQ(code, 0) << output << "\n" << text;

@@ -183,16 +183,16 @@ TEST(ShimStatus, StatusLineSaysWhatTheShimIsDoing) {
 // outcomes carry their own time).
 
 const upstream_status::time_point t0 = upstream_status::time_point{} + 1'700'000'000s;
-const std::vector<std::string_view> kReasons = {"timeout", "refused",  "connect", "tls",
-                                                "status",  "protocol", "config"};
 
 upstream_status upstream(unsigned fall = 3, unsigned rise = 2) {
-  return upstream_status("https://127.0.0.1:6443/readyz", fall, rise, 1s, kReasons);
+  return upstream_status("https://127.0.0.1:6443/readyz", fall, rise, 1s);
 }
 
 void probe(upstream_status& u, bool pass, int second, std::string error = "status 500") {
-  u.record({.pass = pass, .error = pass ? "" : error, .at = t0 + second * 1s}, pass ? "" : "status",
-           2ms);
+  u.record({.failure = pass ? probe_failure::none : probe_failure::status,
+            .error = pass ? "" : error,
+            .duration = 2ms},
+           t0 + second * 1s);
 }
 
 upstream_status passed_upstream() {

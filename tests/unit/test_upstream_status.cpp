@@ -11,23 +11,25 @@ namespace shim {
 namespace {
 
 using namespace std::chrono_literals;
-using outcome = upstream_status::outcome;
 
 const upstream_status::time_point t0 = upstream_status::time_point{} + 1'700'000'000s;
-const std::vector<std::string_view> kReasons = {"status", "timeout", "refused", "tls"};
 
-outcome pass(int i = 0) { return {.pass = true, .at = t0 + i * 1s}; }
+// An outcome and when it was delivered.
+struct outcome {
+  probe_outcome probe;
+  upstream_status::time_point at;
+};
+outcome pass(int i = 0) { return {{.duration = 2ms}, t0 + i * 1s}; }
 outcome fail(int i = 0, std::string error = "status 500") {
-  return {.pass = false, .error = std::move(error), .at = t0 + i * 1s};
+  return {{.failure = probe_failure::status, .error = std::move(error), .duration = 2ms},
+          t0 + i * 1s};
 }
 
 // A row as upstream_check makes it.
 upstream_status check(unsigned fall, unsigned rise) {
-  return upstream_status("https://127.0.0.1:6443/readyz", fall, rise, 1s, kReasons);
+  return upstream_status("https://127.0.0.1:6443/readyz", fall, rise, 1s);
 }
-bool record(upstream_status& s, const outcome& o) {
-  return s.record(o, o.pass ? "" : "status", 2ms);
-}
+bool record(upstream_status& s, const outcome& o) { return s.record(o.probe, o.at); }
 
 upstream_status passed_check(unsigned fall = 3, unsigned rise = 2) {
   auto h = check(fall, rise);
