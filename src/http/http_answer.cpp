@@ -130,23 +130,27 @@ std::string readyz_body(const shim_status& status, bool ready, const readyz_quer
   return body;
 }
 
+http_handler handler_of_path(std::string_view path) {
+  if (path == "/readyz") return http_handler::readyz;
+  if (path == "/livez") return http_handler::livez;
+  if (path == "/healthz") return http_handler::healthz;
+  if (path == "/metrics") return http_handler::metrics;
+  return http_handler::other;
+}
+
 answer route(const shim_status& status, const http_request_counts& counts,
-             const http_request& request) {
-  const std::string_view target = request.target();
-  const std::string_view path = path_of(target);
-  const bool readyz = path == "/readyz";
-  const bool metrics = path == "/metrics";
-  if (!readyz && !metrics && path != "/livez" && path != "/healthz") {
-    return {http::status::not_found, "404 page not found\n"};
-  }
+             const http_request& request, http_handler handler) {
+  if (handler == http_handler::other) return {http::status::not_found, "404 page not found\n"};
   if (request.method() != http::verb::get && request.method() != http::verb::head) {
     return {http::status::method_not_allowed, "405 method not allowed\n"};
   }
-  if (metrics) return {http::status::ok, render_metrics(status, counts), kPrometheusText};
-  if (readyz) {
+  if (handler == http_handler::metrics) {
+    return {http::status::ok, render_metrics(status, counts), kPrometheusText};
+  }
+  if (handler == http_handler::readyz) {
     // No caching: every probe reads the status as it is now, and never waits for anything (the
     // upstream check is the last probe's outcome).
-    const readyz_query query = parse_readyz_query(target);
+    const readyz_query query = parse_readyz_query(request.target());
     const bool ready = status.ready(query.excluded);
     return {ready ? http::status::ok : http::status::service_unavailable,
             readyz_body(status, ready, query)};
@@ -170,8 +174,8 @@ std::string_view refusal_text(http::status code) {
 
 appended_response append_response(const shim_status& status, http_request_counts& counts,
                                   const http_request& request, std::string& out) {
-  const answer a = route(status, counts, request);
   const http_handler handler = handler_of_path(path_of(request.target()));
+  const answer a = route(status, counts, request, handler);
   counts.add(handler, static_cast<unsigned>(a.code));
   append_answer(out, request, a);
   return {.keep_alive = request.keep_alive(), .handler = handler, .code = a.code};

@@ -2,14 +2,6 @@
 
 namespace shim {
 
-http_handler handler_of_path(std::string_view path) {
-  if (path == "/readyz") return http_handler::readyz;
-  if (path == "/livez") return http_handler::livez;
-  if (path == "/healthz") return http_handler::healthz;
-  if (path == "/metrics") return http_handler::metrics;
-  return http_handler::other;
-}
-
 http_request_counts::http_request_counts() {
   for (std::size_t h = 0; h < kHttpHandlerNames.size(); ++h) {
     for (const unsigned code : kCodes) counts_[{static_cast<http_handler>(h), code}] = 0;

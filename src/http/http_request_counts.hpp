@@ -21,9 +21,6 @@ constexpr std::string_view to_string(http_handler h) {
   return kHttpHandlerNames[static_cast<std::size_t>(h)];
 }
 
-// The handler of a request path (without its query).
-http_handler handler_of_path(std::string_view path);
-
 // Responses sent, by handler and status code: the server's own counters, rendered into /metrics.
 // Every handler starts with every code the shim can answer at 0, so that increase() sees the first
 // 503 (a series that appears with its first sample has no increase).
