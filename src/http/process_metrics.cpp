@@ -1,7 +1,9 @@
 #include "http/process_metrics.hpp"
 
 #include <filesystem>
+#include <iterator>
 #include <limits>
+#include <sstream>
 #include <vector>
 
 #include "util/ascii_digits.hpp"
@@ -10,18 +12,9 @@
 namespace shim {
 namespace {
 
-std::vector<std::string_view> words(std::string_view text) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto start = text.find_first_not_of(" \t\n", i);
-    if (start == std::string_view::npos) break;
-    const auto end = text.find_first_of(" \t\n", start);
-    out.push_back(text.substr(start, end - start));
-    if (end == std::string_view::npos) break;
-    i = end;
-  }
-  return out;
+std::vector<std::string> words(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  return {std::istream_iterator<std::string>(in), std::istream_iterator<std::string>()};
 }
 
 // The descriptors open now, as procfs counts them: the entries of /proc/self/fd, the one that
