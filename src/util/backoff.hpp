@@ -22,7 +22,6 @@ class backoff {
     return duration(pick(rng_));
   }
   void reset() { attempts_ = 0; }
-  int attempts() const { return attempts_; }
 
  private:
   duration first_;
