@@ -158,14 +158,8 @@ std::string format_go_duration(std::uint64_t u, bool negative, int decimals) {
       // The largest of ns, µs and ms (10^-9, -6, -3 s) that keeps u at 1 or more.
       int unit = decimals;
       while (unit > 3 && u >= pow10(decimals - unit + 3)) unit -= 3;
-      if (unit == 9) {
-        put('n');
-      } else if (unit == 6) {
-        put('\xb5');  // U+00B5 in UTF-8, written backwards
-        put('\xc2');
-      } else {
-        put('m');
-      }
+      const std::string_view prefix = unit == 9 ? "n" : unit == 6 ? "\xc2\xb5" : "m";  // µ: U+00B5
+      for (auto c = prefix.rbegin(); c != prefix.rend(); ++c) put(*c);
       put_fraction(decimals - unit);
       put_int(u);
     }
