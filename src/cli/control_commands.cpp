@@ -140,11 +140,7 @@ command_outcome follow_drill(const std::filesystem::path& socket, bool json) {
     const std::string summary = member(*object, "summary");
     const bool over = member(*object, "drilling") != "yes";
     if (over) {
-      if (json) {
-        print(asked.value().body);
-      } else {
-        print(summary);
-      }
+      print(json ? asked.value().body : summary);
       // Every checker saw the drill (lb_drain_left_ms is there only then), and there were some.
       const bool seen =
           member(*object, "checkers") == "yes" && !member(*object, "lb_drain_left_ms").empty();
@@ -155,8 +151,6 @@ command_outcome follow_drill(const std::filesystem::path& socket, bool json) {
     std::this_thread::sleep_for(kFollowInterval);
   }
 }
-
-}  // namespace
 
 std::string status_usage_text() {
   return fmt::format(
@@ -190,6 +184,8 @@ std::string drill_usage_text() {
       "probed), 2 usage, 3 no shim listens, 4 the request failed.\n",
       kDrillSynopsis, flags_help(drill_flags()));
 }
+
+}  // namespace
 
 command_outcome status_command(std::span<const std::string_view> args) {
   const auto read = read_command_flags(status_flags(), args, status_usage_text);

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <span>
-#include <string>
 #include <string_view>
 
 #include "cli/command_outcome.hpp"
@@ -22,8 +21,5 @@ command_outcome drill_command(std::span<const std::string_view> args);
 inline constexpr std::string_view kStatusSynopsis = "[--json] [--state-dir=PATH]";
 inline constexpr std::string_view kDrillSynopsis =
     "[--duration=D] [--lb-fall=N] [--stop] [--no-wait] [--json] [--state-dir=PATH]";
-
-std::string status_usage_text();
-std::string drill_usage_text();
 
 }  // namespace shim
