@@ -77,13 +77,12 @@ std::string status_text(const status_snapshot& s) {
 std::string status_json(const status_snapshot& s) {
   const auto& st = s.status;
   std::string out = "{";
-  const auto str = [&out](std::string_view key, std::string_view value) {
-    if (out.size() > 1 && out.back() != '{' && out.back() != '[') out += ',';
-    append_json_string(out, key, value);
-  };
   const auto raw = [&out](std::string_view key, std::string_view value) {
-    if (out.size() > 1 && out.back() != '{' && out.back() != '[') out += ',';
+    if (out.back() != '{' && out.back() != '[') out += ',';
     fmt::format_to(std::back_inserter(out), "\"{}\":{}", key, value);
+  };
+  const auto str = [&raw](std::string_view key, std::string_view value) {
+    raw(key, '"' + json_escape(value) + '"');
   };
   const auto num = [&raw](std::string_view key, nanoseconds d) {
     raw(key, fmt::format("{:.3f}", seconds(d)));
