@@ -20,17 +20,19 @@ namespace {
 // Linux's own limit on symlinks followed in one path lookup (MAXSYMLINKS).
 constexpr int kMaxSymlinks = 40;
 
-bool trusted_owner(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
+// Why `what` may not be trusted for its owner; nullopt when root or the shim's uid owns it.
+std::optional<std::string> untrusted_owner(std::string_view what, const struct stat& st) {
+  if (st.st_uid == 0 || st.st_uid == ::geteuid()) return std::nullopt;
+  return fmt::format("{} is owned by uid {}, not by root or the shim's uid {}", what, st.st_uid,
+                     ::geteuid());
+}
 bool writable_by_others(mode_t mode) { return (mode & (S_IWGRP | S_IWOTH)) != 0; }
 
 // Why the directory at `path` may not lead to the file; nullopt when it may. holds_file: it is
 // the directory the file is in.
 std::optional<std::string> untrusted_directory(const std::string& path, const struct stat& st,
                                                bool holds_file, std::string_view noun) {
-  if (!trusted_owner(st.st_uid)) {
-    return fmt::format("directory {} is owned by uid {}, not by root or the shim's uid {}", path,
-                       st.st_uid, ::geteuid());
-  }
+  if (auto why = untrusted_owner("directory " + path, st)) return why;
   if (!writable_by_others(st.st_mode)) return std::nullopt;
   if (holds_file) {
     return fmt::format(
@@ -105,10 +107,7 @@ result<unique_fd> open_trusted(const std::string& path, std::string_view noun, b
     if (!fd || ::fstat(fd.get(), &st) != 0) return fail(errno);
 
     if (S_ISLNK(st.st_mode)) {
-      if (!trusted_owner(st.st_uid)) {
-        return refuse(fmt::format("symlink {} is owned by uid {}, not by root or the shim's uid {}",
-                                  here, st.st_uid, ::geteuid()));
-      }
+      if (auto why = untrusted_owner("symlink " + here, st)) return refuse(*why);
       if (++symlinks > kMaxSymlinks) return fail(ELOOP);
       std::array<char, PATH_MAX> target{};
       const ssize_t n = ::readlinkat(fd.get(), "", target.data(), target.size());
@@ -139,10 +138,7 @@ result<unique_fd> open_trusted(const std::string& path, std::string_view noun, b
 
     if (auto why = untrusted_directory(where, dir_st, true, noun)) return refuse(*why);
     if (!S_ISREG(st.st_mode)) return refuse(fmt::format("{} is not a regular file", here));
-    if (!trusted_owner(st.st_uid)) {
-      return refuse(fmt::format("{} is owned by uid {}, not by root or the shim's uid {}", here,
-                                st.st_uid, ::geteuid()));
-    }
+    if (auto why = untrusted_owner(here, st)) return refuse(*why);
     if (writable_by_others(st.st_mode)) {
       return refuse(
           fmt::format("{} is writable by group or others (mode {:04o})", here, st.st_mode & 07777));
