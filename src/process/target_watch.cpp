@@ -255,30 +255,27 @@ void target_watch::signal_attached(const std::optional<kubelet_handoff>& kubelet
       fields.emplace_back("signal", sig);
       if (taken_back) fields.emplace_back("instead_of", "kubelet");
     }
-    const std::string kubelet_window = by_kubelet ? kubelet->window : "?";
+    const std::string target = describe_target(settings_.target);
+    std::string what;
     if (restarted) {
       fields.emplace_back("signal_by", by_kubelet ? "kubelet" : "shim");
-      events_.record(
-          event_kind::TargetRestarted, sequence_.cause(),
-          fmt::format("{} (pid {}) ran again during the hold without the signal: {}",
-                      describe_target(settings_.target), pid,
-                      by_kubelet ? fmt::format("kubelet stops it at its group's turn ({}), the "
-                                               "shim sends none",
-                                               kubelet_window)
-                                 : "sent it " + sig + ", its one"),
-          fields);
+      what = fmt::format(
+          "{} (pid {}) ran again during the hold without the signal: {}", target, pid,
+          by_kubelet ? fmt::format("kubelet stops it at its group's turn ({}), the shim sends none",
+                                   kubelet->window)
+                     : "sent it " + sig + ", its one");
     } else if (by_kubelet) {
-      events_.record(event_kind::SignalLeftToKubelet, sequence_.cause(),
-                     fmt::format("kubelet sends {} its SIGTERM at {}; the shim sends none and "
-                                 "counts kubelet's as the one",
-                                 describe_target(settings_.target), kubelet_window),
-                     fields);
+      what = fmt::format(
+          "kubelet sends {} its SIGTERM at {}; the shim sends none and counts kubelet's as the one",
+          target, kubelet->window);
     } else {
-      events_.record(event_kind::SignalForwarded, sequence_.cause(),
-                     fmt::format("sent {} to {}{}", sig, describe_target(settings_.target),
-                                 taken_back ? ": kubelet went before it had exited" : ""),
-                     fields);
+      what = fmt::format("sent {} to {}{}", sig, target,
+                         taken_back ? ": kubelet went before it had exited" : "");
     }
+    events_.record(restarted    ? event_kind::TargetRestarted
+                   : by_kubelet ? event_kind::SignalLeftToKubelet
+                                : event_kind::SignalForwarded,
+                   sequence_.cause(), what, fields);
     ++sent;
     // One left to kubelet is watched since it was counted.
     if (!taken_back) {
@@ -389,15 +386,13 @@ void target_watch::target_found() {
     std::string pids;
     for (const auto& [pid, p] : present_) {
       if (signalled_.count(pid) || shutdown_.was_signalled(p.identity)) continue;
-      if (!row_.running) {
-        row_.detail = fmt::format("{} (pid {})", p.name, pid);
-      } else {
-        row_.detail += fmt::format(", {} (pid {})", p.name, pid);
-      }
+      if (pids.empty()) row_.detail.clear();
+      row_.detail += fmt::format("{}{} (pid {})", pids.empty() ? "" : ", ", p.name, pid);
       if (pids.empty()) read_command_line(pid);
       pids += (pids.empty() ? "" : ",") + std::to_string(pid);
-      row_.running = true;
     }
+    // Only called with one that did not have the signal (target_counts()).
+    row_.running = true;
     events_.record(event_kind::TargetRunning, "found",
                    fmt::format("the target is running: {}", row_.detail),
                    {{"target_pid", pids}, {"target", describe_target(settings_.target)}});
@@ -450,18 +445,16 @@ void target_watch::after_signal() {
 
 void target_watch::on_child_exit(int code) {
   const std::string detail = fmt::format("the child exited with {}", code);
-  events_.record(
-      event_kind::TargetExited, "child", detail,
-      {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
+  const log_fields fields{{"target_pid", std::to_string(child_->pid())},
+                          {"exit_code", std::to_string(code)}};
+  events_.record(event_kind::TargetExited, "child", detail, fields);
   // The check fails in this loop iteration; outside a shutdown the sequence then ends the shim
   // with the child's code, as a container's init does.
   row_.running = false;
   row_.detail = fmt::format("{} (pid {}) exited, {} at {}", child_name(), child_->pid(),
                             describe_exit_code(code), wall_now());
   if (!child_signalled_) {
-    events_.record(
-        event_kind::TargetLost, "child", "the target exited: " + row_.detail,
-        {{"target_pid", std::to_string(child_->pid())}, {"exit_code", std::to_string(code)}});
+    events_.record(event_kind::TargetLost, "child", "the target exited: " + row_.detail, fields);
   }
   on_.target_exited(detail);
   on_.child_exited(code);
