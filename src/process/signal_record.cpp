@@ -22,14 +22,18 @@ constexpr std::string_view kLeftToKubelet = "left_to_kubelet";
 // A record names a handful of processes; anything much larger is not ours.
 constexpr std::size_t kMaxBytes = 64 * 1024;
 
+// What comes before the first separator in rest (all of rest if none); rest keeps what follows it.
+std::string_view take_until(std::string_view& rest, char separator) {
+  const auto at = rest.find(separator);
+  const std::string_view head = rest.substr(0, at);
+  rest = at == std::string_view::npos ? std::string_view{} : rest.substr(at + 1);
+  return head;
+}
+
 // "PID START_TIME SIGNALLED_US SIGNAL"
 std::optional<shutdown_record::signalled_process> parse_signalled(std::string_view text) {
   std::string_view fields[4];
-  for (auto& field : fields) {
-    const auto space = text.find(' ');
-    field = text.substr(0, space);
-    text = space == std::string_view::npos ? std::string_view{} : text.substr(space + 1);
-  }
+  for (auto& field : fields) field = take_until(text, ' ');
   const auto pid = parse_decimal<pid_t>(fields[0]);
   const auto start_time = parse_decimal<std::uint64_t>(fields[1]);
   const auto signalled_us = parse_decimal<std::int64_t>(fields[2]);
@@ -71,20 +75,14 @@ result<shutdown_record> signal_record::load() const {
   }
 
   std::string_view rest = *text.value();
-  bool header = true;
+  // An empty file is an empty record.
+  if (!rest.empty() && take_until(rest, '\n') != kHeader) {
+    return loaded::failure(file_.string() + ": not a signal record");
+  }
   while (!rest.empty()) {
-    const auto newline = rest.find('\n');
-    const std::string_view line = rest.substr(0, newline);
-    rest = newline == std::string_view::npos ? std::string_view{} : rest.substr(newline + 1);
-    if (header) {
-      if (line != kHeader) return loaded::failure(file_.string() + ": not a signal record");
-      header = false;
-      continue;
-    }
-    const auto eq = line.find('=');
-    const std::string_view key = line.substr(0, eq);
-    const std::string_view value =
-        eq == std::string_view::npos ? std::string_view{} : line.substr(eq + 1);
+    const std::string_view line = take_until(rest, '\n');
+    std::string_view value = line;
+    const std::string_view key = take_until(value, '=');
     const auto number = parse_decimal<std::int64_t>(value);
     if (key == "boot_id") {
       record.boot_id = value;
