@@ -1,30 +1,18 @@
 #include "process/target.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <boost/asio/error.hpp>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <climits>
-#include <cstring>
-#include <deque>
-#include <filesystem>
-#include <iterator>
 #include <memory>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include "util/ascii_digits.hpp"
-#include "util/errno_error.hpp"
 #include "util/small_file.hpp"
 #include "util/trusted_file.hpp"
 
