@@ -47,13 +47,6 @@ result<std::optional<unique_fd>> open_regular_file_if_exists(const std::filesyst
   return R::success(std::move(fd));
 }
 
-result<unique_fd> open_regular_file(const std::filesystem::path& path) {
-  auto opened = open_regular_file_if_exists(path);
-  if (!opened) return result<unique_fd>::failure_from(opened);
-  if (!opened.value()) return result<unique_fd>::errno_failure(ENOENT, path.string());
-  return result<unique_fd>::success(std::move(*opened.value()));
-}
-
 result<std::string> read_bounded(const unique_fd& fd, const std::filesystem::path& path,
                                  std::size_t max_bytes) {
   using R = result<std::string>;
@@ -85,9 +78,11 @@ result<std::optional<std::string>> read_small_file_if_exists(const std::filesyst
 }
 
 result<std::string> read_small_file(const std::filesystem::path& path, std::size_t max_bytes) {
-  auto opened = open_regular_file(path);
-  if (!opened) return result<std::string>::failure_from(opened);
-  return read_bounded(opened.value(), path, max_bytes);
+  using R = result<std::string>;
+  auto text = read_small_file_if_exists(path, max_bytes);
+  if (!text) return R::failure_from(text);
+  if (!text.value()) return R::errno_failure(ENOENT, path.string());
+  return R::success(std::move(*text.value()));
 }
 
 }  // namespace shim

@@ -29,10 +29,8 @@ std::string_view file_type_name(mode_t mode);
 
 // The file opened as above; nullopt when it does not exist (ENOENT, or ENOTDIR on the way).
 result<std::optional<unique_fd>> open_regular_file_if_exists(const std::filesystem::path& path);
-// The same, a missing file being an error too.
-result<unique_fd> open_regular_file(const std::filesystem::path& path);
 
-// At most max_bytes from fd (opened by one of the above, or checked the same way); more is an
+// At most max_bytes from fd (opened as above, or checked the same way); more is an
 // error. `path` only names the file in errors.
 result<std::string> read_bounded(const unique_fd& fd, const std::filesystem::path& path,
                                  std::size_t max_bytes);
@@ -40,6 +38,7 @@ result<std::string> read_bounded(const unique_fd& fd, const std::filesystem::pat
 // open_regular_file_if_exists + read_bounded.
 result<std::optional<std::string>> read_small_file_if_exists(const std::filesystem::path& path,
                                                              std::size_t max_bytes);
+// The same, a missing file being an error too (ENOENT).
 result<std::string> read_small_file(const std::filesystem::path& path, std::size_t max_bytes);
 
 // The bounds, one per kind of file: what such a file can hold, with room to spare.

@@ -112,7 +112,7 @@ TEST_F(SmallFile, AMissingFileIsNoneOnlyWhereThatIsAllowed) {
   const auto r = read_small_file(path("absent"), 64);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), path("absent").string() + ": No such file or directory");
-  EXPECT_EQ(r.error_code(), ENOENT);  // passed on from open_regular_file, kept
+  EXPECT_EQ(r.error_code(), ENOENT);  // the errno of a missing file, kept
 }
 
 TEST_F(SmallFile, ProcFilesReadAsRegularFiles) {
