@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdint>
 #include <limits>
 
@@ -56,17 +57,12 @@ std::chrono::nanoseconds parse_duration(std::string_view text) {
 
   std::uint64_t total = 0;
   while (!s.empty()) {
-    std::size_t i = 0;
-
     // Integer part.
     std::uint64_t whole = 0;
-    bool have_whole = false;
-    for (; i < s.size() && is_digit(s[i]); ++i) {
-      have_whole = true;
-      const unsigned digit = static_cast<unsigned>(s[i] - '0');
-      if (whole > (kMaxNanos - digit) / 10) throw overflow();
-      whole = whole * 10 + digit;
-    }
+    const auto [digits_end, ec] = std::from_chars(s.data(), s.data() + s.size(), whole);
+    if (ec == std::errc::result_out_of_range || whole > kMaxNanos) throw overflow();
+    const bool have_whole = ec == std::errc();
+    std::size_t i = static_cast<std::size_t>(digits_end - s.data());
 
     // Fraction: digits that would overflow are dropped, as Go does; they are below a nanosecond.
     std::uint64_t fraction = 0;
