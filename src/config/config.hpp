@@ -1,12 +1,8 @@
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
-#include <cstdint>
 #include <optional>
 #include <span>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
