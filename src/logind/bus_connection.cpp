@@ -104,14 +104,15 @@ void bus_connection::lost(std::string why) {
   if (on_lost) on_lost(std::move(why));
 }
 
+namespace {
+
+// Text of an sd_bus_error or a negative errno, for logs.
 std::string bus_error_text(const sd_bus_error* error, int r) {
   if (error && sd_bus_error_is_set(error)) {
     return std::string(error->name) + ": " + (error->message ? error->message : "");
   }
   return std::strerror(r < 0 ? -r : r);
 }
-
-namespace {
 
 struct pending_reply {
   bus_connection& bus;  // the call's slot belongs to it, so it outlives the call
@@ -160,22 +161,21 @@ pending_call call_method(bus_connection& bus, const bus_method& method,
   message_ptr m(raw);
   if (r >= 0 && arguments) r = arguments(m.get());
   sd_bus_slot* slot = nullptr;
-  auto* pending = r >= 0 ? new pending_reply{bus, std::move(done)} : nullptr;
-  if (r >= 0) r = sd_bus_call_async(bus.get(), &slot, m.get(), on_reply, pending, timeout_usec);
+  std::unique_ptr<pending_reply> pending(new pending_reply{bus, std::move(done)});
+  if (r >= 0) {
+    r = sd_bus_call_async(bus.get(), &slot, m.get(), on_reply, pending.get(), timeout_usec);
+  }
   if (r >= 0) {
     // The slot owns the pending reply and frees it when the slot goes.
+    pending.release();
     sd_bus_slot_set_destroy_callback(
         slot, [](void* userdata) { delete static_cast<pending_reply*>(userdata); });
     call.slot_.reset(slot);
     bus.kick();
     return call;
   }
-  if (pending) {
-    done = std::move(pending->done);
-    delete pending;
-  }
   // From the loop, and only while the caller still holds the call.
-  call.failed_ = std::make_shared<reply_handler>(std::move(done));
+  call.failed_ = std::make_shared<reply_handler>(std::move(pending->done));
   std::weak_ptr<reply_handler> failed = call.failed_;
   const std::string error =
       fmt::format("cannot send {}.{}: {}", method.interface, method.member, std::strerror(-r));
@@ -201,14 +201,13 @@ pending_call get_property(bus_connection& bus, const char* destination, const ch
 
 slot_ptr add_match(bus_connection& bus, const std::string& rule,
                    std::function<void(sd_bus_message*)> on_signal) {
-  auto* match = new signal_match{bus, std::move(on_signal)};
+  std::unique_ptr<signal_match> match(new signal_match{bus, std::move(on_signal)});
   sd_bus_slot* slot = nullptr;
   // Asynchronous: sd_bus_add_match() would block the loop until the bus driver answers.
-  const int r = sd_bus_add_match_async(bus.get(), &slot, rule.c_str(), on_match, nullptr, match);
-  if (r < 0) {
-    delete match;
+  if (sd_bus_add_match_async(bus.get(), &slot, rule.c_str(), on_match, nullptr, match.get()) < 0) {
     return nullptr;
   }
+  match.release();  // the slot's now
   sd_bus_slot_set_destroy_callback(
       slot, [](void* userdata) { delete static_cast<signal_match*>(userdata); });
   bus.kick();

@@ -134,7 +134,4 @@ pending_call get_property(bus_connection& bus, const char* destination, const ch
 slot_ptr add_match(bus_connection& bus, const std::string& rule,
                    std::function<void(sd_bus_message*)> on_signal);
 
-// Text of an sd_bus_error or a negative errno, for logs.
-std::string bus_error_text(const sd_bus_error* error, int r);
-
 }  // namespace shim

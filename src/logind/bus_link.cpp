@@ -9,8 +9,6 @@ bus_link::~bus_link() {
   if (bus_) bus_->close();
 }
 
-void bus_link::start() { open(); }
-
 namespace {
 
 // A connection that stayed up this long was a good one: the next loss starts the backoff afresh.
@@ -19,7 +17,7 @@ constexpr std::chrono::seconds kHealthyConnection{10};
 
 }  // namespace
 
-void bus_link::open() {
+void bus_link::start() {
   auto opened =
       bus_connection::open_system(io_, [this](std::string why) { on_lost(std::move(why)); });
   if (!opened) return retry_later(opened.error());
@@ -42,7 +40,7 @@ void bus_link::retry_later(const std::string& why) {
   if (handlers_.retrying) handlers_.retrying(why, delay);
   retry_timer_.expires_after(delay);
   retry_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) open();
+    if (!ec) start();
   });
 }
 

@@ -32,12 +32,10 @@ class bus_link {
   bus_link(const bus_link&) = delete;
   bus_link& operator=(const bus_link&) = delete;
 
+  // Opens the connection, and again after a failure or a loss (retry_later).
   void start();
-  // Null while there is no connection.
-  bus_connection* get() const { return bus_.get(); }
 
  private:
-  void open();
   void on_lost(std::string why);
   void retry_later(const std::string& why);
 
