@@ -51,12 +51,9 @@ std::optional<process_stat> parse_process_stat(std::string_view text) {
 }
 
 std::optional<std::uint64_t> parse_boot_time(std::string_view proc_stat) {
-  for (std::size_t at = 0; at < proc_stat.size();) {
-    const auto end = proc_stat.find('\n', at);
-    const std::string_view line = proc_stat.substr(at, end - at);
+  std::istringstream in{std::string(proc_stat)};
+  for (std::string line; std::getline(in, line);) {
     if (line.starts_with("btime ")) return parse_decimal<std::uint64_t>(line.substr(6));
-    if (end == std::string_view::npos) break;
-    at = end + 1;
   }
   return std::nullopt;
 }
