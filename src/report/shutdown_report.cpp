@@ -112,33 +112,31 @@ std::string render_table(const std::vector<row>& rows) {
     out += text + '\n';
   }
   for (const row& r : rows) {
+    const std::string id = short_boot(*r.boot);
     // An untrusted log is said once, in the note; restarts on a line of their own.
     if (r.verdict != shutdown_verdict::clean && r.verdict != shutdown_verdict::untrusted &&
         r.verdict != shutdown_verdict::restart) {
-      out += fmt::format("{}: {}\n", short_boot(*r.boot), one_line(r.detail, kMaxDetail));
+      out += fmt::format("{}: {}\n", id, one_line(r.detail, kMaxDetail));
     }
     if (r.boot->restarts > 0) {
-      out +=
-          fmt::format("{}: restarts of the shim (no shutdowns): {}, the last at {}\n",
-                      short_boot(*r.boot), r.boot->restarts, wall_text(r.boot->last_restart_wall));
+      out += fmt::format("{}: restarts of the shim (no shutdowns): {}, the last at {}\n", id,
+                         r.boot->restarts, wall_text(r.boot->last_restart_wall));
     }
-    // What kubelet was expected to do, in full: its fix is in it.
     if (!r.boot->last_shutdown) continue;
-    if (const auto& kubelet = r.boot->last_shutdown->kubelet(); !kubelet.empty()) {
-      out += fmt::format("{}: kubelet: {}\n", short_boot(*r.boot), one_line(kubelet, kMaxKubelet));
-    }
-    if (const auto& lb = r.boot->last_shutdown->load_balancer(); !lb.empty()) {
-      out += fmt::format("{}: load balancer: {}\n", short_boot(*r.boot), one_line(lb, kMaxKubelet));
-    }
-    if (const int n = r.boot->last_shutdown->targets_restarted(); n > 0) {
+    const shutdown_account& s = *r.boot->last_shutdown;
+    // What kubelet was expected to do, in full: its fix is in it.
+    const auto say = [&out, &id](std::string_view what, const std::string& text) {
+      if (!text.empty()) out += fmt::format("{}: {}{}\n", id, what, one_line(text, kMaxKubelet));
+    };
+    say("kubelet: ", s.kubelet());
+    say("load balancer: ", s.load_balancer());
+    if (const int n = s.targets_restarted(); n > 0) {
       out += fmt::format(
           "{}: kube-apiserver ran again {} time{} during the hold (kubelet restarted it); each got "
           "its own one signal\n",
-          short_boot(*r.boot), n, n == 1 ? "" : "s");
+          id, n, n == 1 ? "" : "s");
     }
-    if (const auto& gone = r.boot->last_shutdown->kubelet_gone(); !gone.empty()) {
-      out += fmt::format("{}: {}\n", short_boot(*r.boot), one_line(gone, kMaxKubelet));
-    }
+    say("", s.kubelet_gone());
   }
   if (any_current) out += "* this boot\n";
   return out;
