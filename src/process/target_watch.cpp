@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <string_view>
 
 #include "log/event_loop.hpp"
 #include "util/signal_names.hpp"

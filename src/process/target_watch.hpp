@@ -11,7 +11,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <vector>
 
 #include "core/shutdown_sequence.hpp"
 #include "log/event_recorder.hpp"

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <charconv>
 #include <memory>
-#include <system_error>
 #include <utility>
 
 #include "report/flat_json.hpp"

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <memory>
 
-#include "log/event_kind.hpp"
 #include "log/journal_entry.hpp"
 
 namespace shim {

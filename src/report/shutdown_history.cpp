@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
 #include <utility>
 
 #include "report/journal_reader.hpp"
