@@ -107,14 +107,13 @@ control_reply control_desk::drill(bool json) const {
   const std::string line = phase.drilling() ? drill_progress() : "last drill: " + last_drill_;
   if (!json) return {.code = http_status::ok, .body = line + "\n", .json = false};
   // Flat, so that the CLI reads it with the event log's reader.
-  std::string body = "{";
-  append_json_string(body, "drilling", phase.drilling() ? "yes" : "no");
-  body += ',';
-  append_json_string(body, "summary", line);
-  body += ',';
-  append_json_string(body, "checkers", lb_.has_checkers() ? "yes" : "no");
-  for (const auto& [key, value] : lb_.fields(settings_.drain_delay)) {
-    body += ',';
+  log_fields members = lb_.fields(settings_.drain_delay);
+  members.insert(members.begin(), {{"drilling", phase.drilling() ? "yes" : "no"},
+                                   {"summary", line},
+                                   {"checkers", lb_.has_checkers() ? "yes" : "no"}});
+  std::string body;
+  for (const auto& [key, value] : members) {
+    body += body.empty() ? '{' : ',';
     append_json_string(body, key, value);
   }
   body += "}\n";

@@ -94,11 +94,10 @@ std::string status_json(const status_snapshot& s) {
   str("status", status_line(st));
   raw("checks", "[");
   for (const auto& c : st.checks()) {
-    if (out.back() != '[') out += ',';
-    out += '{';
-    append_json_string(out, "name", c.name);
-    fmt::format_to(std::back_inserter(out), ",\"ok\":{},", c.ok ? "true" : "false");
-    append_json_string(out, "detail", c.detail);
+    out += out.back() == '[' ? "{" : ",{";
+    str("name", c.name);
+    raw("ok", c.ok ? "true" : "false");
+    str("detail", c.detail);
     out += '}';
   }
   out += ']';
