@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <numeric>
 
 #include "log/log_line.hpp"
 
@@ -99,12 +100,8 @@ std::string upstream_status::detail() const {
 }
 
 std::vector<std::uint64_t> upstream_status::cumulative_buckets() const {
-  std::vector<std::uint64_t> out;
-  std::uint64_t sum = 0;
-  for (std::size_t i = 0; i < bounds_.size(); ++i) {
-    sum += in_bucket_[i];
-    out.push_back(sum);
-  }
+  std::vector<std::uint64_t> out(bounds_.size());
+  std::partial_sum(in_bucket_.begin(), in_bucket_.begin() + std::ssize(out), out.begin());
   return out;
 }
 
