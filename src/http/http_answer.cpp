@@ -119,10 +119,8 @@ std::string readyz_body(const shim_status& status, bool ready, const readyz_quer
     body += '\n';
   }
   if (!unmatched.empty()) {
-    body += "warn: some health checks cannot be excluded: no matches for ";
-    for (std::size_t i = 0; i < unmatched.size(); ++i) {
-      body += fmt::format("{}{:?}", i == 0 ? "" : ",", unmatched[i]);
-    }
+    body += fmt::format("warn: some health checks cannot be excluded: no matches for {:?}",
+                        fmt::join(unmatched, ","));
     if (query.excluded_truncated) body += ",...";
     body += '\n';
   }

@@ -106,9 +106,7 @@ std::string render_metrics(const shim_status& status, const http_request_counts&
                 "Whether the shim holds a systemd-logind delay inhibitor lock.",
                 status.logind.inhibitor == logind_row::inhibitor_state::held ? 1 : 0);
   const double start =
-      status.phase.draining()
-          ? std::chrono::duration<double>(status.phase_since_wall.time_since_epoch()).count()
-          : 0.0;
+      status.phase.draining() ? seconds(status.phase_since_wall.time_since_epoch()) : 0.0;
   append_metric(out, "shutdown_shim_shutdown_start_time_seconds", "gauge",
                 "Unix time at which the current drain started, 0 if none.", start);
   append_metric(out, "shutdown_shim_drain_delay_seconds", "gauge",
