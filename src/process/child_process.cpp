@@ -172,8 +172,7 @@ void child_process::wait_for_exit() {
   pidfd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
                     [this](const boost::system::error_code& ec) {
                       // Aborted by reaped() or by destruction: `this` may be gone.
-                      if (ec == boost::asio::error::operation_aborted) return;
-                      if (exit_code_) return;
+                      if (ec == boost::asio::error::operation_aborted || exit_code_) return;
                       siginfo_t info{};
                       int r;
                       do {

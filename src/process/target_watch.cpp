@@ -125,16 +125,12 @@ target_watch::resumed target_watch::resume() {
   for (const auto& s : shutdown_.signalled) {
     if (identify_process(s.process.pid) != s.process) continue;
     auto process = process_handle::open(s.process.pid);
-    if (!process) {
-      log_loop_failure(log_, process.error());
-      continue;
-    }
-    if (process.value()) {
-      out.hold.target_running = true;
-      out.hold.left_to_kubelet = out.hold.left_to_kubelet || s.left_to_kubelet;
-      if (auto watched = watch_signalled(std::move(*process.value())); !watched) {
-        log_loop_failure(log_, watched.error());
-      }
+    if (!process) log_loop_failure(log_, process.error());
+    if (!process || !process.value()) continue;
+    out.hold.target_running = true;
+    out.hold.left_to_kubelet = out.hold.left_to_kubelet || s.left_to_kubelet;
+    if (auto watched = watch_signalled(std::move(*process.value())); !watched) {
+      log_loop_failure(log_, watched.error());
     }
   }
   // A target it did not signal runs too: its signal was still to come, or kubelet started it
@@ -163,8 +159,7 @@ void target_watch::forget_shutdown() {
 void target_watch::save_record() {
   if (auto saved = record_.save(shutdown_); !saved) {
     log_.warning(
-        "could not keep the record of signalled processes; a restart mid-hold may "
-        "signal again",
+        "could not keep the record of signalled processes; a restart mid-hold may signal again",
         {{"error", saved.error()}});
   }
 }
@@ -225,12 +220,9 @@ void target_watch::signal_attached(const std::optional<kubelet_handoff>& kubelet
       log_.error("could not signal the target", {{"pid", std::to_string(pid)}, {"error", error}});
     };
     auto opened = process_handle::open(pid);
-    if (!opened) {
-      failed(opened.error());
-      continue;
-    }
+    if (!opened) failed(opened.error());
+    if (!opened || !opened.value() || !identity) continue;
     auto& process = opened.value();
-    if (!process || !identity) continue;
     // Recorded before it is sent: a crash in between loses a signal rather than sending two.
     const auto now_us = monotonic_us(clock::now());
     if (taken_back) {
