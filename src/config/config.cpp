@@ -300,11 +300,7 @@ flag_table<config> make_daemon_flags() {
 
 // The command to wrap, after "--": the other way to find the target.
 void take_command(config& cfg, std::span<const std::string_view> command) {
-  if (const auto chosen = target_flag(cfg.target); !chosen.empty()) {
-    throw usage_error(fmt::format(
-        "{} and a command after -- are mutually exclusive; pick one way to find the target",
-        chosen));
-  }
+  choose_target(cfg.target, "a command after --");
   if (command.empty()) throw usage_error("nothing after --; give the command to run");
   if (command.front().empty()) throw usage_error("the command after -- is empty");
   cfg.target.command.assign(command.begin(), command.end());
