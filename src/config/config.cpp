@@ -136,8 +136,7 @@ flag_table<config> make_daemon_flags() {
            .set =
                [](config& c, sv name, sv value) {
                  choose_target(c.target, name);
-                 // Longer names are fine: the resolver compares the first 15 bytes, as comm holds
-                 // them.
+                 // Longer names are fine: the resolver compares only the 15 bytes comm holds.
                  if (value.find('/') != std::string_view::npos) {
                    bad_value(name, fmt::format("{} contains '/'; want the process name as in "
                                                "/proc/PID/comm, not a path",

@@ -89,9 +89,7 @@ listen_address listen_flag(std::string_view flag, std::string_view value) {
                 fmt::format("{}: put an IPv6 address in brackets, e.g. [::1]:6080", quoted(value)));
     }
   }
-  if (host.empty()) {
-    bad_value(flag, fmt::format("{} has no host ({})", quoted(value), kWant));
-  }
+  if (host.empty()) bad_value(flag, fmt::format("{} has no host ({})", quoted(value), kWant));
 
   // The listener binds a literal address; host names would need a resolver at startup.
   std::string host_str(host);
