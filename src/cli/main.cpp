@@ -23,12 +23,22 @@ namespace {
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
-// The exit status of each command_outcome, in its order: ok, failed, then the commands' further
-// outcomes (their usage texts list them).
-constexpr std::array<int, 4> kOutcomeExits{0, kExitFailure, 3, 4};
+// The commands' further outcomes (their usage texts list them).
+constexpr int kExitNotFound = 3;
+constexpr int kExitUnreadable = 4;
 
 int exit_status(shim::command_outcome outcome) {
-  return kOutcomeExits.at(static_cast<std::size_t>(outcome));
+  switch (outcome) {
+    case shim::command_outcome::ok:
+      return 0;
+    case shim::command_outcome::failed:
+      return kExitFailure;
+    case shim::command_outcome::not_found:
+      return kExitNotFound;
+    case shim::command_outcome::unreadable:
+      return kExitUnreadable;
+  }
+  return kExitFailure;
 }
 
 shim::command_outcome help_command(std::span<const std::string_view> args);

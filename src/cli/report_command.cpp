@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <cstdio>
 
 #include "cli/command_flags.hpp"
@@ -70,10 +69,19 @@ const flag_table<report_command_line>& report_flags() {
   return table;
 }
 
-// The command's outcome for each report::outcome, in its order: clean, not_clean, no_shutdown,
-// unreadable.
-constexpr std::array kReportOutcomes{command_outcome::ok, command_outcome::failed,
-                                     command_outcome::not_found, command_outcome::unreadable};
+command_outcome outcome_of(report::outcome result) {
+  switch (result) {
+    case report::outcome::clean:
+      return command_outcome::ok;
+    case report::outcome::not_clean:
+      return command_outcome::failed;
+    case report::outcome::no_shutdown:
+      return command_outcome::not_found;
+    case report::outcome::unreadable:
+      return command_outcome::unreadable;
+  }
+  return command_outcome::failed;
+}
 
 }  // namespace
 
@@ -112,7 +120,7 @@ command_outcome report_command(std::span<const std::string_view> args) {
   const auto report = make_report(line->options, current_boot_id().value_or(""));
   std::fputs(report.out.c_str(), stdout);
   if (!report.note.empty()) std::fprintf(stderr, "shutdown-shim report: %s\n", report.note.c_str());
-  return kReportOutcomes.at(static_cast<std::size_t>(report.result));
+  return outcome_of(report.result);
 }
 
 }  // namespace shim
