@@ -3,6 +3,8 @@
 #include <optional>
 #include <string_view>
 
+#include "util/take_until.hpp"
+
 namespace shim {
 
 // A request target's path and query, as /readyz and the control socket read them: "a=1&b&c=2"
@@ -24,12 +26,9 @@ inline std::string_view query_of(std::string_view target) {
 // The next item of `query`, which it consumes; nullopt at its end.
 inline std::optional<query_item> next_query_item(std::string_view& query) {
   if (query.empty()) return std::nullopt;
-  const auto amp = query.find('&');
-  const std::string_view item = query.substr(0, amp);
-  query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
-  const auto eq = item.find('=');
-  if (eq == std::string_view::npos) return query_item{item, {}};
-  return query_item{item.substr(0, eq), item.substr(eq + 1)};
+  std::string_view value = take_until(query, '&');
+  const std::string_view key = take_until(value, '=');
+  return query_item{key, value};
 }
 
 }  // namespace shim

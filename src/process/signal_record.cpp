@@ -10,6 +10,7 @@
 #include "util/atomic_file.hpp"
 #include "util/boot_id.hpp"
 #include "util/small_file.hpp"
+#include "util/take_until.hpp"
 #include "util/trusted_file.hpp"
 
 namespace shim {
@@ -21,14 +22,6 @@ constexpr std::string_view kHeader = "shutdown-shim signal record 1";
 constexpr std::string_view kLeftToKubelet = "left_to_kubelet";
 // A record names a handful of processes; anything much larger is not ours.
 constexpr std::size_t kMaxBytes = 64 * 1024;
-
-// What comes before the first separator in rest (all of rest if none); rest keeps what follows it.
-std::string_view take_until(std::string_view& rest, char separator) {
-  const auto at = rest.find(separator);
-  const std::string_view head = rest.substr(0, at);
-  rest = at == std::string_view::npos ? std::string_view{} : rest.substr(at + 1);
-  return head;
-}
 
 // "PID START_TIME SIGNALLED_US SIGNAL"
 std::optional<shutdown_record::signalled_process> parse_signalled(std::string_view text) {

@@ -14,6 +14,7 @@
 
 #include "util/ascii_digits.hpp"
 #include "util/small_file.hpp"
+#include "util/take_until.hpp"
 #include "util/trusted_file.hpp"
 
 namespace shim {
@@ -62,13 +63,10 @@ std::optional<char> process_state(const std::string& proc_root, pid_t pid) {
 // The value of a "Key:\tvalue" line of /proc/PID/status, trimmed; empty if there is none.
 std::string_view status_field(std::string_view status, std::string_view key) {
   while (!status.empty()) {
-    const auto end = status.find('\n');
-    const auto line = status.substr(0, end);
+    const auto line = take_until(status, '\n');
     if (line.starts_with(key) && line.substr(key.size()).starts_with(':')) {
       return trim(line.substr(key.size() + 1));
     }
-    if (end == std::string_view::npos) break;
-    status.remove_prefix(end + 1);
   }
   return {};
 }
