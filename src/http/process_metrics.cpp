@@ -8,6 +8,7 @@
 
 #include "util/ascii_digits.hpp"
 #include "util/small_file.hpp"
+#include "util/take_until.hpp"
 
 namespace shim {
 namespace {
@@ -51,8 +52,8 @@ std::optional<process_stat> parse_process_stat(std::string_view text) {
 }
 
 std::optional<std::uint64_t> parse_boot_time(std::string_view proc_stat) {
-  std::istringstream in{std::string(proc_stat)};
-  for (std::string line; std::getline(in, line);) {
+  while (!proc_stat.empty()) {
+    const std::string_view line = take_until(proc_stat, '\n');
     if (line.starts_with("btime ")) return parse_decimal<std::uint64_t>(line.substr(6));
   }
   return std::nullopt;
