@@ -13,6 +13,7 @@
 #include "http/prometheus_metrics.hpp"
 #include "http/request_head_parser.hpp"
 #include "http/url_query.hpp"
+#include "util/joined.hpp"
 
 namespace shim {
 
@@ -119,8 +120,8 @@ std::string readyz_body(const shim_status& status, bool ready, const readyz_quer
     body += '\n';
   }
   if (!unmatched.empty()) {
-    body += fmt::format("warn: some health checks cannot be excluded: no matches for {:?}",
-                        fmt::join(unmatched, ","));
+    body += "warn: some health checks cannot be excluded: no matches for " +
+            joined(unmatched, ",", [](std::string_view name) { return fmt::format("{:?}", name); });
     if (query.excluded_truncated) body += ",...";
     body += '\n';
   }

@@ -1,13 +1,13 @@
 #include "kubelet/kubelet_outlook.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <vector>
 
 #include "logind/logind_config.hpp"
 #include "util/duration_text.hpp"
+#include "util/joined.hpp"
 
 namespace shim {
 
@@ -184,8 +184,8 @@ std::string kubelet_outlook::cut_words() const {
                           hold));
   }
   return fmt::format("kubelet's SIGKILL cuts {} (drain-delay + exit-timeout is {}): {}",
-                     fmt::join(cuts, " and "), format_duration(settings_.hold_needed),
-                     fmt::join(fixes, "; and "));
+                     joined(cuts, " and "), format_duration(settings_.hold_needed),
+                     joined(fixes, "; and "));
 }
 
 std::string kubelet_outlook::summary() const {

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <span>
 #include <utility>
+
+#include "util/joined.hpp"
 
 namespace shim {
 namespace {
@@ -40,7 +43,7 @@ constexpr std::size_t kNamedLaggards = 3;
 
 // The first n of list, ", " between them.
 std::string first(const std::vector<std::string>& list, std::size_t n) {
-  return fmt::format("{}", fmt::join(list.begin(), list.begin() + std::min(n, list.size()), ", "));
+  return joined(std::span(list).first(std::min(n, list.size())), ", ");
 }
 
 }  // namespace

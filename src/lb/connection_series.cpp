@@ -2,7 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "util/joined.hpp"
+
 namespace shim {
+namespace {
+
+constexpr auto kNumber = [](std::uint64_t n) { return std::to_string(n); };
+
+}  // namespace
 
 void connection_series::add(clock::time_point at, std::uint64_t fresh) {
   const duration offset = at - t0_;
@@ -19,7 +26,7 @@ void connection_series::add(clock::time_point at, std::uint64_t fresh) {
 std::string connection_series::summary() const {
   std::string text = fmt::format("new connections to port {} per sample:", port_);
   if (points_.empty()) return text + " no sample yet";
-  text += fmt::format(" {}", fmt::join(points_, " "));
+  text += " " + joined(points_, " ", kNumber);
   if (samples_ > points_.size()) text += fmt::format(" and {} more", samples_ - points_.size());
   if (zero_since_) {
     return text + fmt::format("; fell to 0 at +{:.1f} s",
@@ -33,7 +40,7 @@ log_fields connection_series::fields() const {
   f.emplace_back("lb_port", std::to_string(port_));
   f.emplace_back("lb_connection_samples", std::to_string(samples_));
   f.emplace_back("lb_new_connections", std::to_string(total_));
-  f.emplace_back("lb_new_connections_series", fmt::format("{}", fmt::join(points_, ",")));
+  f.emplace_back("lb_new_connections_series", joined(points_, ",", kNumber));
   if (zero_since_) {
     f.emplace_back(
         "lb_connections_zero_ms",
