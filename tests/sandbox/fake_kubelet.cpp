@@ -331,8 +331,9 @@ class kubelet {
       if (p.restart_timer) sd_event_source_unref(p.restart_timer);
     }
     for (const int fd : live_locks_) {
+      const auto closed_at = sandbox::monotonic_us();  // before the close, as close_lock_number's
       close(fd);
-      log("LOCK_RELEASED", std::to_string(fd));
+      log("LOCK_RELEASED", std::to_string(fd), closed_at);
     }
     if (step_timer_) sd_event_source_unref(step_timer_);
     if (crash_timer_) sd_event_source_unref(crash_timer_);
@@ -720,11 +721,15 @@ class kubelet {
   // ReleaseInhibitLock(): close(number), whatever that number is now.
   void close_lock_number(int number, int newest) {
     if (live_locks_.erase(number) > 0) {
+      // Stamped before the close: logind may start the reboot before this process runs again
+      // (StandInKubelet.TwoGroupsStopEtcdWithTheApiserverAndReleaseAtTheLastTimer, under ASan and
+      // load, saw StartUnit 118 us before a stamp taken after the close).
+      const auto closed_at = sandbox::monotonic_us();
       close(number);
       if (number == newest) {
-        log("STALE_CLOSE", fmt::format("{} the new lock", number));
+        log("STALE_CLOSE", fmt::format("{} the new lock", number), closed_at);
       } else {
-        log("LOCK_RELEASED", std::to_string(number));
+        log("LOCK_RELEASED", std::to_string(number), closed_at);
       }
     } else if (fcntl(number, F_GETFD) >= 0) {
       // kubelet would close it; the stand-in keeps its own descriptor working.
@@ -750,9 +755,9 @@ class kubelet {
     say(fmt::format("wrote {} and reloaded logind", kKubeletDropin));
   }
 
-  void log(std::string_view word, std::string_view detail) {
-    const auto line = fmt::format("{} {}{}{}\n", word, sandbox::monotonic_us(),
-                                  detail.empty() ? "" : " ", detail);
+  void log(std::string_view word, std::string_view detail,
+           std::uint64_t at = sandbox::monotonic_us()) {
+    const auto line = fmt::format("{} {}{}{}\n", word, at, detail.empty() ? "" : " ", detail);
     say(line.substr(0, line.size() - 1));
     if (opts_.log.empty()) return;
     std::ofstream(opts_.log, std::ios::app) << line;
