@@ -1,6 +1,5 @@
 #include "http/process_metrics.hpp"
 
-#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <vector>
@@ -11,19 +10,6 @@
 
 namespace shim {
 namespace {
-
-// Views into text, not a string per field.
-std::vector<std::string_view> words(std::string_view text) {
-  constexpr std::string_view kBlank = " \t\n";
-  std::vector<std::string_view> out;
-  for (auto at = text.find_first_not_of(kBlank); at != std::string_view::npos;
-       at = text.find_first_not_of(kBlank, at)) {
-    const auto end = std::min(text.find_first_of(kBlank, at), text.size());
-    out.push_back(text.substr(at, end - at));
-    at = end;
-  }
-  return out;
-}
 
 // The descriptors open now, as procfs counts them: the entries of /proc/self/fd, the one that
 // lists them included.

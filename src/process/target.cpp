@@ -5,9 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
-#include <charconv>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -99,17 +97,9 @@ std::string forbidden_target(pid_t pid) {
 bool owned_by(const std::string& proc_root, pid_t pid, uid_t uid) {
   const auto status = read_proc_file(proc_path(proc_root, pid, "status"));
   if (!status) return false;
-  const std::string_view uids = status_field(*status, "Uid");
-  std::array<uid_t, 2> real_effective{};
-  std::size_t at = 0;
-  for (auto& id : real_effective) {
-    at = uids.find_first_not_of(" \t", at);
-    if (at == std::string_view::npos) return false;
-    const auto [end, error] = std::from_chars(uids.data() + at, uids.data() + uids.size(), id);
-    if (error != std::errc()) return false;
-    at = static_cast<std::size_t>(end - uids.data());
-  }
-  return real_effective[0] == uid && real_effective[1] == uid;
+  const auto ids = words(status_field(*status, "Uid"));
+  return ids.size() >= 2 && parse_decimal<uid_t>(ids[0]) == uid &&
+         parse_decimal<uid_t>(ids[1]) == uid;
 }
 
 resolved_target resolve_pid(const std::string& proc_root, pid_t pid) {
